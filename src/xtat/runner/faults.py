@@ -1,0 +1,50 @@
+"""TEST-ONLY fault injection for worker processes.
+
+Enabled only by the environment variable XTAT_FAULT, so that tests can make
+a chosen candidate crash, hang or lie with real processes:
+
+    XTAT_FAULT="<config_id>:<phase>:<kind>[;...]"
+
+phase is `compile` or `run`; kind is one of KINDS. `*` as config_id matches
+every candidate except the default. Nothing in normal operation sets it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+
+KINDS = ("segfault", "abort", "hang", "hang_hard", "raise", "oom", "exit")
+
+
+def _rules() -> list[tuple[str, str, str]]:
+    spec = os.environ.get("XTAT_FAULT", "")
+    rules = []
+    for part in filter(None, spec.split(";")):
+        config_id, phase, kind = part.split(":")
+        rules.append((config_id, phase, kind))
+    return rules
+
+
+def inject(config_id: str, phase: str, is_default: bool) -> None:
+    """Misbehave as XTAT_FAULT asks for this candidate and phase, else return."""
+    for rule_id, rule_phase, kind in _rules():
+        if rule_phase != phase or (rule_id != config_id and not (rule_id == "*" and not is_default)):
+            continue
+        if kind == "segfault":
+            ctypes.string_at(0)
+        elif kind == "abort":
+            os.abort()
+        elif kind == "exit":
+            os._exit(3)
+        elif kind == "hang":
+            time.sleep(10_000)
+        elif kind == "hang_hard":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            time.sleep(10_000)
+        elif kind == "raise":
+            raise RuntimeError(f"injected fault at {phase} of {config_id}")
+        elif kind == "oom":
+            raise MemoryError(f"injected out-of-memory at {phase} of {config_id}")

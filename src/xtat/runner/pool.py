@@ -1,0 +1,196 @@
+"""Worker processes, keyed by their environment, killed as a group on deadline."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class WorkerFailure(Exception):
+    """The worker did not answer: it died or ran past its deadline."""
+
+    def __init__(self, status: str, error: str):
+        super().__init__(error)
+        self.status = status  # "crash" | "timeout" | "oom"
+        self.error = error
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+@dataclass(frozen=True)
+class WorkerEnv:
+    """The process environment of a worker: what runtime decisions set."""
+
+    variables: tuple[tuple[str, str], ...] = ()
+
+    def apply(self, base: dict[str, str]) -> dict[str, str]:
+        env = dict(base)
+        env.update(dict(self.variables))
+        return env
+
+
+class WorkerProcess:
+    """One `python -m xtat.runner.worker` in its own process group."""
+
+    def __init__(self, env: WorkerEnv, log_path: Path):
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        base = os.environ.copy()
+        # Compile times must be real: no persistent compilation cache while tuning.
+        base.pop("JAX_COMPILATION_CACHE_DIR", None)
+        base["JAX_ENABLE_COMPILATION_CACHE"] = "false"
+        base["PYTHONUNBUFFERED"] = "1"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "xtat.runner.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=env.apply(base),
+            start_new_session=True,  # its own process group, killed as one
+        )
+        self._buffer = b""
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def request(self, op: str, deadline_s: float, **payload) -> dict:
+        """Send one request and wait for its reply until the deadline."""
+        message = json.dumps({"op": op, **payload}) + "\n"
+        try:
+            assert self.process.stdin is not None
+            self.process.stdin.write(message.encode())
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._died() from None
+        end = time.monotonic() + deadline_s
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise WorkerFailure("timeout", f"{op} did not finish within its deadline of {deadline_s:.1f} s")
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise self._died()
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def _died(self) -> WorkerFailure:
+        try:
+            code = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.process.returncode
+        self.kill()
+        tail = self.log_tail()
+        if code is not None and code < 0:
+            name = _signal_name(-code)
+            # SIGKILL that we did not send is the kernel's out-of-memory killer.
+            status = "oom" if -code == signal.SIGKILL else "crash"
+            return WorkerFailure(status, f"worker killed by {name}. {tail}".strip())
+        return WorkerFailure("crash", f"worker exited with code {code}. {tail}".strip())
+
+    def log_tail(self, chars: int = 1500) -> str:
+        try:
+            self._log.flush()
+            text = self.log_path.read_bytes()[-chars:].decode(errors="replace")
+        except OSError:
+            return ""
+        lines = [line for line in text.splitlines() if line.strip() and "Warning" not in line]
+        return " | ".join(lines[-6:])
+
+    def kill(self) -> None:
+        """SIGTERM, a short grace, then SIGKILL to the whole process group."""
+        if self.process.poll() is None:
+            for sig, grace in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(self.process.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    self.process.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        else:  # the leader is gone; children of its group may linger
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                if stream:
+                    stream.close()
+            except OSError:
+                pass
+        self._log.close()
+
+    def close(self) -> None:
+        if self.alive():
+            try:
+                self.request("exit", 0.1)
+            except (WorkerFailure, OSError, ValueError):
+                pass
+        self.kill()
+
+
+class Pool:
+    """Long-lived workers, one per environment; a dead one is replaced on demand."""
+
+    def __init__(self, log_dir: Path):
+        self.log_dir = log_dir
+        self._workers: dict[WorkerEnv, WorkerProcess] = {}
+        self._started = 0
+
+    def get(self, env: WorkerEnv = WorkerEnv()) -> tuple[WorkerProcess, bool]:
+        """The live worker for env, and whether it was just started."""
+        worker = self._workers.get(env)
+        if worker is not None and worker.alive():
+            return worker, False
+        if worker is not None:
+            worker.kill()
+        return self.fresh(env), True
+
+    def fresh(self, env: WorkerEnv = WorkerEnv()) -> WorkerProcess:
+        old = self._workers.pop(env, None)
+        if old is not None:
+            old.close()
+        self._started += 1
+        worker = WorkerProcess(env, self.log_dir / f"worker-{self._started}.log")
+        self._workers[env] = worker
+        return worker
+
+    def discard(self, env: WorkerEnv = WorkerEnv()) -> None:
+        worker = self._workers.pop(env, None)
+        if worker is not None:
+            worker.kill()
+
+    @property
+    def started(self) -> int:
+        return self._started
+
+    def close(self) -> None:
+        for worker in self._workers.values():
+            worker.close()
+        self._workers.clear()

@@ -1,0 +1,66 @@
+"""Timing and its statistics: calibrated samples, median, bootstrap intervals."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    min_sample_s: float = 0.02  # one sample lasts at least this long
+    samples: int = 7
+    max_inner: int = 10_000
+    seed: int = 0
+
+
+def calibrate(call: Callable[[], None], policy: TimingPolicy) -> int:
+    """Inner repeats so that one sample lasts at least policy.min_sample_s."""
+    inner = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(inner):
+            call()
+        elapsed = time.perf_counter() - start
+        if elapsed >= policy.min_sample_s or inner >= policy.max_inner:
+            return inner
+        # Aim past the target so one more round usually suffices.
+        grow = int(np.ceil(1.2 * policy.min_sample_s / max(elapsed, 1e-9) * inner))
+        inner = min(policy.max_inner, max(inner * 2, grow))
+
+
+def sample(call: Callable[[], None], inner: int) -> float:
+    """Seconds per call, averaged over `inner` back-to-back calls."""
+    start = time.perf_counter()
+    for _ in range(inner):
+        call()
+    return (time.perf_counter() - start) / inner
+
+
+def median_ci(samples: list[float], seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Median and a percentile-bootstrap interval of the median."""
+    data = np.asarray(samples, dtype=float)
+    median = float(np.median(data))
+    if len(data) < 2:
+        return median, median, median
+    from scipy.stats import bootstrap
+
+    result = bootstrap(
+        (data,), np.median, confidence_level=confidence, n_resamples=2000,
+        method="percentile", random_state=np.random.default_rng(seed),
+    )
+    low, high = result.confidence_interval
+    return median, float(min(low, median)), float(max(high, median))
+
+
+def speedup_ci(baseline: list[float], candidate: list[float], seed: int = 0) -> tuple[float, float, float]:
+    """Speedup of candidate over baseline from interleaved rounds.
+
+    Rounds are paired (ABAB...), so the ratio per round cancels slow drift of
+    the machine; the interval is a bootstrap over rounds of the median ratio.
+    """
+    ratios = np.asarray(baseline, dtype=float) / np.asarray(candidate, dtype=float)
+    return median_ci(list(ratios), seed=seed)

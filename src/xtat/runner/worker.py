@@ -1,0 +1,185 @@
+"""Worker process: compiles, verifies and times candidates on request.
+
+Started by `runner.pool` as `python -m xtat.runner.worker` in its own process
+group, with the environment its runtime decisions call for. It speaks JSON
+lines: requests on stdin, one reply per request on a private copy of stdout
+(fd 1 itself is pointed at stderr so that stray prints from XLA or user code
+cannot corrupt the protocol). Anything that kills the process is the
+parent's to classify.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+INPUT_SETS = ("main", "verify")
+
+
+def _is_oom(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__} {exc}"
+    return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in text or "Out of memory" in text
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.exported = None
+        self.folder: Path | None = None
+        self.inputs: dict[str, tuple[tuple, dict]] = {}
+        self.reference: dict[str, list[np.ndarray]] = {}
+        self.built: dict[str, object] = {}
+
+    # -- requests -----------------------------------------------------------
+
+    def load(self, folder: str) -> dict:
+        import jax
+
+        from xtat.build.builder import load_program
+
+        self.folder = Path(folder)
+        self.exported = load_program((self.folder / "program.bin").read_bytes())
+        for name in INPUT_SETS:
+            path = self.folder / f"inputs_{name}.npz"
+            if path.exists():
+                with np.load(path, allow_pickle=False) as data:
+                    leaves = [jax.device_put(data[f"arr_{i}"]) for i in range(len(data.files))]
+                self.inputs[name] = jax.tree.unflatten(self.exported.in_tree, leaves)
+            ref = self.folder / f"reference_{name}.npz"
+            if ref.exists():
+                with np.load(ref, allow_pickle=False) as data:
+                    self.reference[name] = [data[f"arr_{i}"] for i in range(len(data.files))]
+        return {"ok": True, "input_sets": sorted(self.inputs), "has_reference": sorted(self.reference)}
+
+    def compile(self, id: str, options: dict, is_default: bool = False) -> dict:
+        from xtat.build.builder import build
+        from xtat.runner import faults
+
+        faults.inject(id, "compile", is_default)
+        args, kwargs = self.inputs["main"]
+        try:
+            built = build(self.exported, args, kwargs, options)
+        except Exception as exc:
+            return {"ok": False, "status": "oom" if _is_oom(exc) else "compile_error", "error": _error_text(exc)}
+        self.built[id] = built
+        return {"ok": True, "compile_s": built.compile_s, "exe_hash": built.exe_hash}
+
+    def _call(self, id: str, input_set: str):
+        import jax
+
+        args, kwargs = self.inputs[input_set]
+        out = self.built[id].compiled(*args, **kwargs)
+        return jax.block_until_ready(out)
+
+    def _outputs(self, id: str, input_set: str) -> list[np.ndarray]:
+        import jax
+
+        return [np.asarray(leaf) for leaf in jax.tree.leaves(self._call(id, input_set))]
+
+    def reference_outputs(self, id: str) -> dict:
+        """Run the default build on every input set and keep its outputs as the reference."""
+        assert self.folder is not None
+        for name in self.inputs:
+            outputs = self._outputs(id, name)
+            self.reference[name] = outputs
+            np.savez(self.folder / f"reference_{name}.npz", *outputs)
+        return {"ok": True}
+
+    def _check(self, id: str, input_set: str, tolerance: dict) -> dict:
+        from xtat.runner.verify import Tolerance, compare
+
+        result = compare(self._outputs(id, input_set), self.reference[input_set], Tolerance(**tolerance))
+        return {
+            "verified": result.ok,
+            "max_abs_err": _finite_or_none(result.max_abs_err),
+            "max_rel_err": _finite_or_none(result.max_rel_err),
+            "mismatch": result.message,
+        }
+
+    def measure(self, id: str, tolerance: dict, timing: dict, is_default: bool = False) -> dict:
+        """Verify on the main inputs, then time: warm-up, calibrate, samples."""
+        from xtat.runner import faults
+        from xtat.runner.timing import TimingPolicy, calibrate, median_ci, sample
+
+        faults.inject(id, "run", is_default)
+        policy = TimingPolicy(**timing)
+        start = time.perf_counter()
+        try:
+            check = self._check(id, "main", tolerance)  # also the warm-up call
+            if not check["verified"]:
+                return {"ok": False, "status": "wrong_result", "error": check["mismatch"], **check}
+            call = lambda: self._call(id, "main")  # noqa: E731
+            inner = calibrate(call, policy)
+            samples = [sample(call, inner) for _ in range(policy.samples)]
+        except Exception as exc:
+            return {"ok": False, "status": "oom" if _is_oom(exc) else "run_error", "error": _error_text(exc)}
+        median, low, high = median_ci(samples, seed=policy.seed)
+        return {
+            "ok": True, "samples": samples, "inner": inner, "median_s": median, "ci_s": [low, high],
+            "measure_s": time.perf_counter() - start, **check,
+        }
+
+    def verify(self, id: str, input_set: str, tolerance: dict) -> dict:
+        from xtat.runner import faults
+
+        faults.inject(id, "run", False)
+        if input_set not in self.inputs:
+            return {"ok": False, "status": "run_error", "error": f"no input set {input_set!r}"}
+        try:
+            check = self._check(id, input_set, tolerance)
+        except Exception as exc:
+            return {"ok": False, "status": "oom" if _is_oom(exc) else "run_error", "error": _error_text(exc)}
+        return {"ok": check["verified"], **check}
+
+    def interleave(self, ids: list[str], rounds: int, timing: dict) -> dict:
+        """Time several builds in alternation (ABCABC...): paired rounds."""
+        from xtat.runner.timing import TimingPolicy, calibrate, sample
+
+        policy = TimingPolicy(**timing)
+        calls = {id: (lambda id=id: self._call(id, "main")) for id in ids}
+        inner = {id: calibrate(calls[id], policy) for id in ids}
+        samples: dict[str, list[float]] = {id: [] for id in ids}
+        for _ in range(rounds):
+            for id in ids:
+                samples[id].append(sample(calls[id], inner[id]))
+        return {"ok": True, "samples": samples, "inner": inner}
+
+    def release(self, ids: list[str]) -> dict:
+        for id in ids:
+            self.built.pop(id, None)
+        return {"ok": True}
+
+
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def _error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) < 4000 else text[:4000] + " ..."
+
+
+def main() -> None:
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    worker = Worker()
+    for line in sys.stdin:
+        request = json.loads(line)
+        op = request.pop("op")
+        if op == "exit":
+            break
+        try:
+            reply = getattr(worker, op)(**request)
+        except Exception as exc:  # a bug or bad request: report, stay alive
+            reply = {"ok": False, "status": "run_error", "error": _error_text(exc), "trace": traceback.format_exc()}
+        protocol.write(json.dumps(reply) + "\n")
+
+
+if __name__ == "__main__":
+    main()

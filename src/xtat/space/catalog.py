@@ -1,0 +1,171 @@
+"""XLA's DebugOptions as the installed jaxlib defines them.
+
+jaxlib embeds the serialized descriptor of `xla/xla.proto` in its shared
+library; we read field names, types and enum values from there at run time,
+and the defaults from a default `CompileOptions`, so the catalog always
+matches the XLA that will compile the candidates.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+_F = descriptor_pb2.FieldDescriptorProto
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    name: str
+    kind: str  # "bool" | "int" | "float" | "string" | "enum"
+    repeated: bool
+    enum_values: tuple[str, ...] = ()
+    default: object = None
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        byte = data[i]
+        i += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return result, i
+
+
+def _embedded_file_descriptor(blob: bytes, proto_path: str) -> descriptor_pb2.FileDescriptorProto:
+    """Find a serialized FileDescriptorProto in a binary by its leading name field.
+
+    The blob has no length prefix, so walk top-level fields (numbers 1..14,
+    varint or length-delimited) until a byte sequence stops looking like one.
+    """
+    head = b"\n" + bytes([len(proto_path)]) + proto_path.encode()
+    match = re.search(re.escape(head), blob)
+    if match is None:
+        raise RuntimeError(f"descriptor of {proto_path} not found in jaxlib")
+    start = i = match.start()
+    while i < len(blob):
+        tag, j = _varint(blob, i)
+        number, wire = tag >> 3, tag & 7
+        if not 1 <= number <= 14 or wire not in (0, 2):
+            break
+        length, j = _varint(blob, j)
+        i = j + length if wire == 2 else j
+    return descriptor_pb2.FileDescriptorProto.FromString(blob[start:i])
+
+
+def _jaxlib_blob() -> bytes:
+    import jaxlib
+
+    folder = os.path.dirname(jaxlib.__file__)
+    for name in ("libjax_common.so", "_jax.so", "xla_extension.so"):
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            with open(path, "rb") as handle:
+                blob = handle.read()
+            if b"xla/xla.proto" in blob:
+                return blob
+    raise RuntimeError("no jaxlib library embeds xla/xla.proto")
+
+
+def _debug_options_class(debug: descriptor_pb2.DescriptorProto):
+    """A message class for DebugOptions' scalar fields, to decode defaults."""
+    own = descriptor_pb2.FileDescriptorProto(name="xtat_debug_options.proto", package="xla", syntax="proto3")
+    message = own.message_type.add()
+    message.CopyFrom(debug)
+    del message.field[:]
+    message.ClearField("nested_type")
+    message.ClearField("enum_type")
+    message.ClearField("oneof_decl")
+    for field in debug.field:
+        if field.type in (_F.TYPE_MESSAGE, _F.TYPE_GROUP):
+            continue
+        copy = message.field.add()
+        copy.CopyFrom(field)
+        copy.ClearField("oneof_index")
+        copy.ClearField("proto3_optional")
+        if field.type == _F.TYPE_ENUM:  # wire-compatible; enums of other files need no import
+            copy.type = _F.TYPE_INT32
+            copy.ClearField("type_name")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(own)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("xla.DebugOptions"))
+
+
+def _default_debug_options_bytes() -> bytes:
+    """debug_options (field 3 of field 3) of a default serialized CompileOptions."""
+    from jax._src.lib import xla_client
+
+    data = xla_client.CompileOptions().SerializeAsString()
+    for _ in range(2):  # CompileOptionsProto.executable_build_options.debug_options
+        data = _field_bytes(data, 3)
+    return data
+
+
+def _field_bytes(data: bytes, wanted: int) -> bytes:
+    i = 0
+    while i < len(data):
+        tag, i = _varint(data, i)
+        number, wire = tag >> 3, tag & 7
+        if wire == 2:
+            length, i = _varint(data, i)
+            if number == wanted:
+                return data[i : i + length]
+            i += length
+        elif wire == 0:
+            _, i = _varint(data, i)
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            break
+    return b""
+
+
+_KINDS = {
+    _F.TYPE_BOOL: "bool",
+    _F.TYPE_INT32: "int",
+    _F.TYPE_INT64: "int",
+    _F.TYPE_UINT32: "int",
+    _F.TYPE_UINT64: "int",
+    _F.TYPE_SINT32: "int",
+    _F.TYPE_SINT64: "int",
+    _F.TYPE_FLOAT: "float",
+    _F.TYPE_DOUBLE: "float",
+    _F.TYPE_STRING: "string",
+    _F.TYPE_ENUM: "enum",
+}
+
+
+@functools.cache
+def debug_options() -> dict[str, OptionInfo]:
+    """Every scalar or enum DebugOptions field of the installed XLA, by name."""
+    file = _embedded_file_descriptor(_jaxlib_blob(), "xla/xla.proto")
+    debug = next(m for m in file.message_type if m.name == "DebugOptions")
+    enums = {f".xla.DebugOptions.{e.name}": e for e in debug.enum_type}
+    enums.update({f".xla.{e.name}": e for e in file.enum_type})
+    defaults_message = _debug_options_class(debug).FromString(_default_debug_options_bytes())
+    catalog: dict[str, OptionInfo] = {}
+    for field in debug.field:
+        kind = _KINDS.get(field.type)
+        if kind is None:
+            continue
+        repeated = field.label == _F.LABEL_REPEATED
+        values: tuple[str, ...] = ()
+        if kind == "enum":
+            enum = enums.get(field.type_name)
+            values = tuple(v.name for v in enum.value) if enum else ()
+        default = getattr(defaults_message, field.name)
+        if repeated:
+            default = list(default)
+        if kind == "enum" and enum is not None:
+            by_number = {v.number: v.name for v in enum.value}
+            default = [by_number.get(v, v) for v in default] if repeated else by_number.get(default, default)
+        catalog[field.name] = OptionInfo(field.name, kind, repeated, values, default)
+    return catalog

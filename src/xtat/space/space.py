@@ -1,0 +1,142 @@
+"""Decision points and configs.
+
+A config is JSON: `{stage: {decision_id: value}}`. Decisions left out take
+their default, so `{}` is the default configuration. Configs are stored in
+canonical form (defaults dropped, keys sorted) so equal configs share a key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from dataclasses import dataclass
+
+from xtat.errors import UserError
+from xtat.space import catalog
+from xtat.space.curated import BY_PLATFORM
+
+Config = dict[str, dict[str, object]]
+
+CODEGEN = "codegen"
+
+
+@dataclass(frozen=True)
+class Decision:
+    stage: str
+    id: str
+    values: tuple
+    default: object
+    relaxes_numerics: bool = False
+
+
+@dataclass(frozen=True)
+class Space:
+    decisions: tuple[Decision, ...]
+    left_out: tuple[str, ...] = ()  # curated options this XLA does not have
+
+    def by_key(self) -> dict[tuple[str, str], Decision]:
+        return {(d.stage, d.id): d for d in self.decisions}
+
+    def canonical(self, config: Config) -> Config:
+        """Validate a config against this space and drop default values."""
+        if not isinstance(config, dict):
+            raise UserError(f"a config must be a JSON object {{stage: {{decision: value}}}}, got {config!r}")
+        known = self.by_key()
+        out: Config = {}
+        for stage, decisions in config.items():
+            if not isinstance(decisions, dict):
+                raise UserError(f"config stage {stage!r} must map decision ids to values, got {decisions!r}")
+            for decision_id, value in decisions.items():
+                decision = known.get((stage, decision_id))
+                if decision is None:
+                    raise UserError(
+                        f"config names unknown decision {stage}.{decision_id}; "
+                        "see `xtat space` for the decisions of this workload"
+                    )
+                if value not in decision.values or type(value) is not type(decision.default):
+                    raise UserError(
+                        f"config value {value!r} for {stage}.{decision_id} is not one of {list(decision.values)}"
+                    )
+                if value != decision.default:
+                    out.setdefault(stage, {})[decision_id] = value
+        return {stage: dict(sorted(d.items())) for stage, d in sorted(out.items())}
+
+
+def config_key(config: Config) -> str:
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def config_id(config: Config) -> str:
+    """Short stable id, used in logs and the test-only fault hook."""
+    return hashlib.sha1(config_key(config).encode()).hexdigest()[:12]
+
+
+def _typed(info: catalog.OptionInfo, value: object) -> object:
+    """Coerce a curated value to the type XLA expects, or raise ValueError."""
+    if info.kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"expects a bool, got {value!r}")
+        return value
+    if info.kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expects an int, got {value!r}")
+        return value
+    if info.kind == "float":
+        return float(value)  # type: ignore[arg-type]
+    if info.kind == "enum":
+        names = [v for v in str(value).split(",") if v] if info.repeated else [str(value)]
+        unknown = [n for n in names if n not in info.enum_values]
+        if unknown:
+            raise ValueError(f"unknown enum value(s) {unknown}; valid: {list(info.enum_values)}")
+        return ",".join(names) if info.repeated else names[0]
+    return str(value)
+
+
+def default_value(info: catalog.OptionInfo) -> object:
+    if info.repeated:
+        return ",".join(str(v) for v in info.default)  # type: ignore[union-attr]
+    return info.default
+
+
+def codegen_space(platform: str, allow_numerics_change: bool = False) -> Space:
+    """Curated XLA options for this platform, typed by the installed XLA."""
+    options = catalog.debug_options()
+    decisions, missing = [], []
+    for curated in BY_PLATFORM.get(platform, ()):
+        info = options.get(curated.name)
+        if info is None:
+            missing.append(curated.name)
+            continue
+        if curated.relaxes_numerics and not allow_numerics_change:
+            continue
+        default = default_value(info)
+        values = tuple(dict.fromkeys([default, *(_typed(info, v) for v in curated.values)]))
+        if len(values) > 1:
+            decisions.append(Decision(CODEGEN, curated.name, values, default, curated.relaxes_numerics))
+    if missing:
+        warnings.warn(
+            f"xtat: this XLA has no option(s) {', '.join(missing)}; left out of the search",
+            stacklevel=2,
+        )
+    return Space(tuple(decisions), tuple(missing))
+
+
+def compile_options(config: Config) -> dict[str, object]:
+    """The `compiler_options` dict for `Lowered.compile` from a config."""
+    return dict(config.get(CODEGEN, {}))
+
+
+def validate_compile_options(options: dict[str, object]) -> dict[str, object]:
+    """Check names and types of raw XLA options against the installed XLA."""
+    catalog_ = catalog.debug_options()
+    typed = {}
+    for name, value in options.items():
+        info = catalog_.get(name)
+        if info is None:
+            raise UserError(f"unknown XLA option {name!r}: this XLA's DebugOptions has no such field")
+        try:
+            typed[name] = _typed(info, value)
+        except ValueError as exc:
+            raise UserError(f"XLA option {name!r} {exc}") from exc
+    return typed

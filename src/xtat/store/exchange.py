@@ -1,0 +1,96 @@
+"""Validation of `xtat export` documents before `xtat import` writes anything.
+
+Strict by design: every field has a known name and JSON type, so no payload
+of another kind (a pickle, code) can ride along; nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from xtat.errors import UserError
+
+_TRIAL_FIELDS: dict[str, tuple[type, ...]] = {
+    "config": (dict,), "config_key": (str,), "status": (str,), "error": (str, type(None)),
+    "compile_s": (int, float, type(None)), "exe_hash": (str, type(None)), "median_s": (int, float, type(None)),
+    "ci_low_s": (int, float, type(None)), "ci_high_s": (int, float, type(None)), "samples": (list, type(None)),
+    "max_abs_err": (int, float, type(None)), "max_rel_err": (int, float, type(None)),
+    "worker_s": (int, float, type(None)), "created_at": (int, float),
+}
+_RESULT_FIELDS: dict[str, tuple[type, ...]] = {
+    "adopted": (bool,), "config": (dict,), "default_s": (int, float, type(None)),
+    "best_s": (int, float, type(None)), "speedup": (int, float, type(None)),
+    "speedup_low": (int, float, type(None)), "speedup_high": (int, float, type(None)),
+    "detail": (dict,), "created_at": (int, float),
+}
+_WORKLOAD_FIELDS: dict[str, tuple[type, ...]] = {
+    "fingerprint": (str,), "program": (str,), "name": (str,), "env": (dict,), "info": (dict,),
+    "trials": (list,), "results": (list,),
+}
+
+
+def _check_fields(where: str, record: Any, fields: dict[str, tuple[type, ...]], optional: set[str]) -> None:
+    if not isinstance(record, dict):
+        raise UserError(f"import: {where} must be a JSON object")
+    unknown = set(record) - set(fields)
+    if unknown:
+        raise UserError(f"import: {where} has unknown field(s) {sorted(unknown)}; nothing was imported")
+    for name, types in fields.items():
+        if name not in record:
+            if name in optional:
+                continue
+            raise UserError(f"import: {where} lacks field {name!r}; nothing was imported")
+        value = record[name]
+        if isinstance(value, bool) and bool not in types:
+            raise UserError(f"import: {where}.{name} must be {types[0].__name__}, got a bool")
+        if not isinstance(value, types):
+            raise UserError(f"import: {where}.{name} must be {types[0].__name__}, got {type(value).__name__}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"import: {where}.{name} is not a finite number")
+
+
+def _check_config(where: str, config: dict) -> None:
+    for stage, decisions in config.items():
+        if not isinstance(decisions, dict):
+            raise UserError(f"import: {where}.config[{stage!r}] must be an object of decisions")
+        for decision_id, value in decisions.items():
+            if not isinstance(value, (bool, int, float, str)):
+                raise UserError(f"import: {where}.config[{stage!r}][{decision_id!r}] must be a JSON scalar")
+
+
+def validate_export(document: Any) -> list[dict]:
+    from xtat.space.space import config_key
+    from xtat.store.sqlite import FINAL_STATUSES, SCHEMA_VERSION
+
+    if not isinstance(document, dict) or document.get("xtat_export") != 1:
+        raise UserError("import: not an xtat export document (missing \"xtat_export\": 1)")
+    if not isinstance(document.get("schema_version"), int) or document["schema_version"] > SCHEMA_VERSION:
+        raise UserError(f"import: schema_version {document.get('schema_version')!r} is not one this xtat reads "
+                        f"(<= {SCHEMA_VERSION}); upgrade xtat")
+    workloads = document.get("workloads")
+    if not isinstance(workloads, list):
+        raise UserError("import: \"workloads\" must be a list")
+    for i, workload in enumerate(workloads):
+        where = f"workloads[{i}]"
+        _check_fields(where, workload, _WORKLOAD_FIELDS, set())
+        for j, trial in enumerate(workload["trials"]):
+            at = f"{where}.trials[{j}]"
+            _check_fields(at, trial, _TRIAL_FIELDS, {"error", "compile_s", "exe_hash", "median_s", "ci_low_s",
+                                                      "ci_high_s", "samples", "max_abs_err", "max_rel_err",
+                                                      "worker_s"})
+            if trial["status"] not in FINAL_STATUSES:
+                raise UserError(f"import: {at}.status {trial['status']!r} is not one of {list(FINAL_STATUSES)}")
+            _check_config(at, trial["config"])
+            if config_key(trial["config"]) != trial["config_key"]:
+                raise UserError(f"import: {at}.config_key does not match its config")
+            if trial["samples"] is not None and not all(
+                isinstance(s, (int, float)) and not isinstance(s, bool) for s in trial["samples"]
+            ):
+                raise UserError(f"import: {at}.samples must be numbers")
+        for j, result in enumerate(workload["results"]):
+            at = f"{where}.results[{j}]"
+            _check_fields(at, result, _RESULT_FIELDS, {"default_s", "best_s", "speedup", "speedup_low",
+                                                        "speedup_high", "detail"})
+            _check_config(at, result["config"])
+    return workloads

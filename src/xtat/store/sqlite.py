@@ -1,0 +1,448 @@
+"""The results store: every attempt, failures included, in SQLite.
+
+WAL mode and a busy timeout let several tuners and `xtat.jit` readers share
+one file. Records are JSON columns; nothing is ever pickled. A file that is
+not ours, is corrupt, or was written by a newer schema is refused before
+anything is written to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from xtat.errors import StoreError
+
+SCHEMA_VERSION = 1
+APPLICATION = "xtat"
+
+FINAL_STATUSES = ("ok", "duplicate", "wrong_result", "compile_error", "run_error", "crash", "timeout", "oom")
+RUNNING = "running"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS workloads (
+    id INTEGER PRIMARY KEY,
+    fingerprint TEXT NOT NULL UNIQUE,
+    program TEXT NOT NULL,
+    name TEXT NOT NULL,
+    env TEXT NOT NULL,
+    info TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS workloads_program ON workloads(program);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    workload_id INTEGER NOT NULL REFERENCES workloads(id),
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    settings TEXT NOT NULL,
+    status TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY,
+    workload_id INTEGER NOT NULL REFERENCES workloads(id),
+    run_id INTEGER REFERENCES runs(id),
+    config_key TEXT NOT NULL,
+    config TEXT NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    compile_s REAL,
+    exe_hash TEXT,
+    median_s REAL,
+    ci_low_s REAL,
+    ci_high_s REAL,
+    samples TEXT,
+    max_abs_err REAL,
+    max_rel_err REAL,
+    same_as INTEGER REFERENCES trials(id),
+    worker_s REAL,
+    created_at REAL NOT NULL,
+    finished_at REAL,
+    UNIQUE (workload_id, config_key)
+);
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY,
+    workload_id INTEGER NOT NULL REFERENCES workloads(id),
+    run_id INTEGER REFERENCES runs(id),
+    adopted INTEGER NOT NULL,
+    config TEXT NOT NULL,
+    default_s REAL,
+    best_s REAL,
+    speedup REAL,
+    speedup_low REAL,
+    speedup_high REAL,
+    detail TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class Trial:
+    id: int
+    workload_id: int
+    run_id: int | None
+    config: dict
+    status: str
+    error: str | None
+    compile_s: float | None
+    exe_hash: str | None
+    median_s: float | None
+    ci_low_s: float | None
+    ci_high_s: float | None
+    samples: list | None
+    max_abs_err: float | None
+    max_rel_err: float | None
+    same_as: int | None
+    worker_s: float | None
+    created_at: float
+
+    @property
+    def config_key(self) -> str:
+        from xtat.space.space import config_key
+
+        return config_key(self.config)
+
+
+@dataclass(frozen=True)
+class WorkloadRecord:
+    id: int
+    fingerprint: str
+    program: str
+    name: str
+    env: dict
+    info: dict
+
+
+@dataclass(frozen=True)
+class Result:
+    id: int
+    workload_id: int
+    run_id: int | None
+    adopted: bool
+    config: dict
+    default_s: float | None
+    best_s: float | None
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    detail: dict
+    created_at: float
+
+
+def default_path() -> Path:
+    return Path(os.environ.get("XTAT_DB", Path.home() / ".cache" / "xtat" / "xtat.db"))
+
+
+def _inspect(path: Path) -> None:
+    """Refuse, without writing, a file that is not an xtat database of a known schema."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as handle:
+        if handle.read(16) != b"SQLite format 3\x00":
+            raise StoreError(f"{path} is not an SQLite database; pass --db with a new or xtat file")
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if not tables:
+                return
+            if "meta" not in tables:
+                raise StoreError(f"{path} is an SQLite database but not xtat's (no meta table); use another --db")
+            meta = dict(con.execute("SELECT key, value FROM meta"))
+            check = con.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is corrupt or unreadable ({exc}); restore it or use another --db") from exc
+    if check != "ok":
+        raise StoreError(f"{path} fails SQLite's integrity check ({check}); restore it or use another --db")
+    if meta.get("application") != APPLICATION:
+        raise StoreError(f"{path} is not an xtat database; use another --db")
+    version = int(meta.get("schema_version", "0"))
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path} has schema version {version}, newer than this xtat's {SCHEMA_VERSION}; upgrade xtat"
+        )
+
+
+class Store:
+    def __init__(self, path: Path, con: sqlite3.Connection, read_only: bool):
+        self.path = path
+        self._con = con
+        self.read_only = read_only
+
+    @classmethod
+    def open(cls, path: str | Path | None = None, read_only: bool = False) -> "Store":
+        path = Path(path) if path is not None else default_path()
+        _inspect(path)
+        if read_only:
+            if not path.exists():
+                raise StoreError(f"no database at {path}")
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        else:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                con = sqlite3.connect(path, timeout=30)
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA busy_timeout=30000")
+                con.execute("PRAGMA foreign_keys=ON")
+                with con:
+                    con.executescript(_SCHEMA)
+                    con.execute("INSERT OR IGNORE INTO meta VALUES ('application', ?)", (APPLICATION,))
+                    con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open {path} for writing ({exc}); check the path and its permissions") from exc
+        con.row_factory = sqlite3.Row
+        return cls(path, con, read_only)
+
+    def close(self) -> None:
+        self._con.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One transaction; rolled back whole on any error (disk full, read-only)."""
+        try:
+            with self._con:
+                self._con.execute("BEGIN IMMEDIATE")
+                yield self._con
+        except sqlite3.Error as exc:
+            raise StoreError(f"write to {self.path} failed and was rolled back: {exc}") from exc
+
+    # -- workloads ------------------------------------------------------------
+
+    def upsert_workload(self, fingerprint: str, program: str, name: str, env: dict, info: dict) -> int:
+        with self._write() as con:
+            con.execute(
+                "INSERT OR IGNORE INTO workloads (fingerprint, program, name, env, info, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (fingerprint, program, name, json.dumps(env), json.dumps(info), time.time()),
+            )
+            row = con.execute("SELECT id FROM workloads WHERE fingerprint=?", (fingerprint,)).fetchone()
+        return int(row[0])
+
+    def workloads(self) -> list[WorkloadRecord]:
+        rows = self._con.execute("SELECT * FROM workloads ORDER BY id").fetchall()
+        return [self._workload(row) for row in rows]
+
+    def workload(self, fingerprint: str) -> WorkloadRecord | None:
+        row = self._con.execute("SELECT * FROM workloads WHERE fingerprint=?", (fingerprint,)).fetchone()
+        return self._workload(row) if row else None
+
+    def workloads_of_program(self, program: str) -> list[WorkloadRecord]:
+        rows = self._con.execute("SELECT * FROM workloads WHERE program=? ORDER BY id", (program,)).fetchall()
+        return [self._workload(row) for row in rows]
+
+    def find_workload(self, name_or_fingerprint: str) -> WorkloadRecord:
+        """By fingerprint (or a unique prefix of it), else by name (the newest)."""
+        rows = self._con.execute(
+            "SELECT * FROM workloads WHERE fingerprint LIKE ? OR name=? ORDER BY id DESC",
+            (name_or_fingerprint + "%", name_or_fingerprint),
+        ).fetchall()
+        if not rows:
+            raise StoreError(f"no workload named {name_or_fingerprint!r} in {self.path}; `xtat show` lists them")
+        return self._workload(rows[0])
+
+    @staticmethod
+    def _workload(row: sqlite3.Row) -> WorkloadRecord:
+        return WorkloadRecord(row["id"], row["fingerprint"], row["program"], row["name"],
+                              json.loads(row["env"]), json.loads(row["info"]))
+
+    # -- runs -----------------------------------------------------------------
+
+    def begin_run(self, workload_id: int, settings: dict) -> int:
+        with self._write() as con:
+            cur = con.execute(
+                "INSERT INTO runs (workload_id, started_at, settings, status) VALUES (?, ?, ?, 'running')",
+                (workload_id, time.time(), json.dumps(settings)),
+            )
+        return int(cur.lastrowid)
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        with self._write() as con:
+            con.execute("UPDATE runs SET finished_at=?, status=? WHERE id=?", (time.time(), status, run_id))
+
+    # -- trials ---------------------------------------------------------------
+
+    def trial(self, workload_id: int, key: str) -> Trial | None:
+        row = self._con.execute(
+            "SELECT * FROM trials WHERE workload_id=? AND config_key=?", (workload_id, key)
+        ).fetchone()
+        return self._trial(row) if row else None
+
+    def trials(self, workload_id: int) -> list[Trial]:
+        rows = self._con.execute("SELECT * FROM trials WHERE workload_id=? ORDER BY id", (workload_id,)).fetchall()
+        return [self._trial(row) for row in rows]
+
+    def start_trial(self, workload_id: int, run_id: int, config: dict, key: str) -> int:
+        """Mark a config in flight. A row left `running` by a killed tuner is reused."""
+        with self._write() as con:
+            row = con.execute(
+                "SELECT id, status FROM trials WHERE workload_id=? AND config_key=?", (workload_id, key)
+            ).fetchone()
+            if row is None:
+                cur = con.execute(
+                    "INSERT INTO trials (workload_id, run_id, config_key, config, status, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (workload_id, run_id, key, json.dumps(config), RUNNING, time.time()),
+                )
+                return int(cur.lastrowid)
+            if row["status"] != RUNNING:
+                raise StoreError(f"trial {row['id']} already has final status {row['status']}")
+            con.execute("UPDATE trials SET run_id=? WHERE id=?", (run_id, row["id"]))
+            return int(row["id"])
+
+    def finish_trial(self, trial_id: int, status: str, **fields) -> None:
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"unknown trial status {status!r}")
+        allowed = {"error", "compile_s", "exe_hash", "median_s", "ci_low_s", "ci_high_s", "samples",
+                   "max_abs_err", "max_rel_err", "same_as", "worker_s"}
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"unknown trial fields {sorted(unknown)}")
+        if "samples" in fields and fields["samples"] is not None:
+            fields["samples"] = json.dumps(fields["samples"])
+        columns = ", ".join(f"{name}=?" for name in fields)
+        with self._write() as con:
+            con.execute(
+                f"UPDATE trials SET status=?, finished_at=?{', ' + columns if columns else ''} WHERE id=?",
+                (status, time.time(), *fields.values(), trial_id),
+            )
+
+    def demote_trial(self, trial_id: int, error: str) -> None:
+        """An adopted-candidate check failed later: it may never be chosen again."""
+        with self._write() as con:
+            con.execute("UPDATE trials SET status='wrong_result', error=? WHERE id=?", (error, trial_id))
+
+    def measured_with_hash(self, workload_id: int, exe_hash: str) -> Trial | None:
+        row = self._con.execute(
+            "SELECT * FROM trials WHERE workload_id=? AND exe_hash=? AND same_as IS NULL "
+            "AND status NOT IN ('running', 'duplicate') ORDER BY id LIMIT 1",
+            (workload_id, exe_hash),
+        ).fetchone()
+        return self._trial(row) if row else None
+
+    @staticmethod
+    def _trial(row: sqlite3.Row) -> Trial:
+        return Trial(
+            id=row["id"], workload_id=row["workload_id"], run_id=row["run_id"], config=json.loads(row["config"]),
+            status=row["status"], error=row["error"], compile_s=row["compile_s"], exe_hash=row["exe_hash"],
+            median_s=row["median_s"], ci_low_s=row["ci_low_s"], ci_high_s=row["ci_high_s"],
+            samples=json.loads(row["samples"]) if row["samples"] else None,
+            max_abs_err=row["max_abs_err"], max_rel_err=row["max_rel_err"], same_as=row["same_as"],
+            worker_s=row["worker_s"], created_at=row["created_at"],
+        )
+
+    # -- results --------------------------------------------------------------
+
+    def add_result(self, workload_id: int, run_id: int | None, adopted: bool, config: dict,
+                   default_s: float | None, best_s: float | None, speedup: tuple[float, float, float] | None,
+                   detail: dict) -> int:
+        median, low, high = speedup if speedup else (None, None, None)
+        with self._write() as con:
+            cur = con.execute(
+                "INSERT INTO results (workload_id, run_id, adopted, config, default_s, best_s, speedup, "
+                "speedup_low, speedup_high, detail, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (workload_id, run_id, int(adopted), json.dumps(config), default_s, best_s, median, low, high,
+                 json.dumps(detail), time.time()),
+            )
+        return int(cur.lastrowid)
+
+    def latest_result(self, workload_id: int) -> Result | None:
+        row = self._con.execute(
+            "SELECT * FROM results WHERE workload_id=? ORDER BY id DESC LIMIT 1", (workload_id,)
+        ).fetchone()
+        return self._result(row) if row else None
+
+    def results(self, workload_id: int) -> list[Result]:
+        rows = self._con.execute("SELECT * FROM results WHERE workload_id=? ORDER BY id", (workload_id,)).fetchall()
+        return [self._result(row) for row in rows]
+
+    @staticmethod
+    def _result(row: sqlite3.Row) -> Result:
+        return Result(
+            id=row["id"], workload_id=row["workload_id"], run_id=row["run_id"], adopted=bool(row["adopted"]),
+            config=json.loads(row["config"]), default_s=row["default_s"], best_s=row["best_s"],
+            speedup=row["speedup"], speedup_low=row["speedup_low"], speedup_high=row["speedup_high"],
+            detail=json.loads(row["detail"]), created_at=row["created_at"],
+        )
+
+    # -- export / import --------------------------------------------------------
+
+    def export(self) -> dict:
+        out = {"xtat_export": 1, "schema_version": SCHEMA_VERSION, "workloads": []}
+        for w in self.workloads():
+            out["workloads"].append({
+                "fingerprint": w.fingerprint, "program": w.program, "name": w.name, "env": w.env, "info": w.info,
+                "trials": [_trial_json(t) for t in self.trials(w.id)],
+                "results": [_result_json(r) for r in self.results(w.id)],
+            })
+        return out
+
+    def import_(self, document: dict) -> dict[str, int]:
+        """Insert what is new; validated whole before the single write transaction."""
+        from xtat.store.exchange import validate_export
+
+        workloads = validate_export(document)
+        counts = {"workloads": 0, "trials": 0, "results": 0}
+        with self._write() as con:
+            for w in workloads:
+                cur = con.execute(
+                    "INSERT OR IGNORE INTO workloads (fingerprint, program, name, env, info, created_at) "
+                    "VALUES (?,?,?,?,?,?)",
+                    (w["fingerprint"], w["program"], w["name"], json.dumps(w["env"]), json.dumps(w["info"]),
+                     time.time()),
+                )
+                counts["workloads"] += cur.rowcount
+                workload_id = con.execute("SELECT id FROM workloads WHERE fingerprint=?",
+                                          (w["fingerprint"],)).fetchone()[0]
+                for t in w["trials"]:
+                    cur = con.execute(
+                        "INSERT OR IGNORE INTO trials (workload_id, config_key, config, status, error, compile_s, "
+                        "exe_hash, median_s, ci_low_s, ci_high_s, samples, max_abs_err, max_rel_err, worker_s, "
+                        "created_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        (workload_id, t["config_key"], json.dumps(t["config"]), t["status"], t.get("error"),
+                         t.get("compile_s"), t.get("exe_hash"), t.get("median_s"), t.get("ci_low_s"),
+                         t.get("ci_high_s"), json.dumps(t["samples"]) if t.get("samples") else None,
+                         t.get("max_abs_err"), t.get("max_rel_err"), t.get("worker_s"), t["created_at"],
+                         time.time()),
+                    )
+                    counts["trials"] += cur.rowcount
+                known = {row[0] for row in con.execute("SELECT created_at FROM results WHERE workload_id=?",
+                                                        (workload_id,))}
+                for r in w["results"]:
+                    if r["created_at"] in known:
+                        continue
+                    con.execute(
+                        "INSERT INTO results (workload_id, run_id, adopted, config, default_s, best_s, speedup, "
+                        "speedup_low, speedup_high, detail, created_at) VALUES (?,NULL,?,?,?,?,?,?,?,?,?)",
+                        (workload_id, int(r["adopted"]), json.dumps(r["config"]), r.get("default_s"),
+                         r.get("best_s"), r.get("speedup"), r.get("speedup_low"), r.get("speedup_high"),
+                         json.dumps(r.get("detail", {})), r["created_at"]),
+                    )
+                    counts["results"] += 1
+        return counts
+
+
+def _trial_json(t: Trial) -> dict:
+    return {
+        "config": t.config, "config_key": t.config_key, "status": t.status, "error": t.error,
+        "compile_s": t.compile_s, "exe_hash": t.exe_hash, "median_s": t.median_s, "ci_low_s": t.ci_low_s,
+        "ci_high_s": t.ci_high_s, "samples": t.samples, "max_abs_err": t.max_abs_err,
+        "max_rel_err": t.max_rel_err, "worker_s": t.worker_s, "created_at": t.created_at,
+    }
+
+
+def _result_json(r: Result) -> dict:
+    return {
+        "adopted": r.adopted, "config": r.config, "default_s": r.default_s, "best_s": r.best_s,
+        "speedup": r.speedup, "speedup_low": r.speedup_low, "speedup_high": r.speedup_high,
+        "detail": r.detail, "created_at": r.created_at,
+    }

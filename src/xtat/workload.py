@@ -1,0 +1,233 @@
+"""The unit of tuning: a JAX function with example inputs, and its capture.
+
+`Workload` is what a user writes. `capture()` stages it the way `jax.jit`
+does (trace, lower) and returns a `Capture`: the fingerprint that keys every
+stored record, and a serialized `jax.export` artifact plus flat numpy inputs
+that worker processes can compile without importing the user's code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jaxlib
+import numpy as np
+
+from xtat.errors import UserError
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A function to tune with example arguments.
+
+    make_inputs(seed) returns a fresh argument tuple shaped like `args`; the
+    adopted config is verified again on make_inputs(1).
+    """
+
+    fn: Callable[..., Any]
+    args: tuple
+    kwargs: dict | None = None
+    name: str | None = None
+    make_inputs: Callable[[int], tuple] | None = None
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise UserError(f"Workload.fn must be callable, got {type(self.fn).__name__}")
+        if not isinstance(self.args, tuple):
+            object.__setattr__(self, "args", tuple(self.args))
+
+    @property
+    def display_name(self) -> str:
+        return self.name or getattr(self.fn, "__name__", "workload")
+
+
+def environment_identity() -> dict[str, str]:
+    """What besides the program decides whether a stored config applies."""
+    device = jax.devices()[0]
+    return {
+        "platform": device.platform,
+        "device_kind": device.device_kind,
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+    }
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def program_key(stablehlo: str, avals: list[dict]) -> str:
+    """Version-independent identity of a lowered program."""
+    return _sha(json.dumps({"stablehlo": _sha(stablehlo), "avals": avals}, sort_keys=True))
+
+
+def fingerprint(program: str, env: dict[str, str]) -> str:
+    """The workload key of the design brief: program plus platform and versions."""
+    return _sha(json.dumps({"program": program, **env}, sort_keys=True))
+
+
+def describe_avals(lowered: jax.stages.Lowered) -> list[dict]:
+    infos = jax.tree.leaves(lowered.args_info)
+    return [
+        {
+            "shape": list(info.shape),
+            "dtype": str(info.dtype),
+            "weak_type": bool(getattr(info._aval, "weak_type", False)),
+            "donated": bool(info.donated),
+        }
+        for info in infos
+    ]
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Keys of one lowered program in this environment."""
+
+    program: str
+    fingerprint: str
+    env: dict[str, str]
+    avals: list[dict]
+
+    @classmethod
+    def of(cls, lowered: jax.stages.Lowered) -> "Identity":
+        avals = describe_avals(lowered)
+        env = environment_identity()
+        program = program_key(lowered.as_text(), avals)
+        return cls(program=program, fingerprint=fingerprint(program, env), env=env, avals=avals)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A workload staged for tuning: keys, portable program, flat inputs."""
+
+    workload: Workload
+    identity: Identity
+    exported: bytes  # jax.export serialization of the traced program
+    inputs: list[np.ndarray]  # flat leaves of (args, kwargs)
+    verify_inputs: list[np.ndarray] | None  # flat leaves of make_inputs(1)
+    cost: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.workload.display_name
+
+    @property
+    def fingerprint(self) -> str:
+        return self.identity.fingerprint
+
+
+def _flat_numpy(args: tuple, kwargs: dict, what: str) -> list[np.ndarray]:
+    leaves = jax.tree.leaves((args, kwargs))
+    out = []
+    for i, leaf in enumerate(leaves):
+        try:
+            arr = np.asarray(leaf)
+        except Exception as exc:  # e.g. typed PRNG keys
+            raise UserError(
+                f"{what}: input leaf {i} of type {type(leaf).__name__} cannot be sent to a "
+                f"worker as a plain array ({exc}); pass raw arrays (jax.random.key_data for keys)"
+            ) from exc
+        if arr.dtype == object:
+            raise UserError(f"{what}: input leaf {i} is not an array ({type(leaf).__name__})")
+        out.append(arr)
+    return out
+
+
+def capture(workload: Workload) -> Capture:
+    """Trace and lower the workload once; everything the tuner keys on comes from here."""
+    kwargs = workload.kwargs or {}
+    jitted = jax.jit(workload.fn)
+    try:
+        lowered = jitted.lower(*workload.args, **kwargs)
+    except Exception as exc:
+        raise UserError(
+            f"workload {workload.display_name!r} fails to trace under jax.jit: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    try:
+        exported = jax.export.export(jitted)(*workload.args, **kwargs).serialize()
+    except Exception as exc:
+        raise UserError(
+            f"workload {workload.display_name!r} cannot be exported for isolated measurement "
+            f"(host callbacks and effects are not supported): {type(exc).__name__}: {exc}"
+        ) from exc
+    inputs = _flat_numpy(workload.args, kwargs, "args")
+    verify_inputs = None
+    if workload.make_inputs is not None:
+        fresh = workload.make_inputs(1)
+        fresh = fresh if isinstance(fresh, tuple) else (fresh,)
+        verify_inputs = _flat_numpy(fresh, kwargs, "make_inputs(1)")
+        if [(a.shape, a.dtype) for a in verify_inputs] != [(a.shape, a.dtype) for a in inputs]:
+            raise UserError(
+                "make_inputs(1) must return arguments with the same shapes and dtypes as `args`"
+            )
+    cost: dict[str, float] = {}
+    try:
+        analysis = lowered.cost_analysis() or {}
+        cost = {k: float(v) for k, v in analysis.items() if k in ("flops", "bytes accessed", "transcendentals")}
+    except Exception:  # cost analysis is informative only
+        cost = {}
+    return Capture(
+        workload=workload,
+        identity=Identity.of(lowered),
+        exported=bytes(exported),
+        inputs=inputs,
+        verify_inputs=verify_inputs,
+        cost=cost,
+    )
+
+
+def load_target(target: str) -> Workload:
+    """Resolve `package.module:attr` or `path/to/file.py:attr` to a Workload.
+
+    attr may name a Workload, or a zero-argument callable returning a Workload
+    or an `(fn, args)` pair.
+    """
+    if ":" not in target:
+        raise UserError(
+            f"TARGET {target!r} must look like 'package.module:attr' or 'path/to/file.py:attr'"
+        )
+    where, attr = target.rsplit(":", 1)
+    try:
+        if where.endswith(".py") or "/" in where:
+            path = Path(where)
+            if not path.is_file():
+                raise UserError(f"TARGET file {where!r} does not exist")
+            spec = importlib.util.spec_from_file_location(f"xtat_target_{path.stem}", path)
+            assert spec and spec.loader
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+    except UserError:
+        raise
+    except Exception as exc:
+        raise UserError(f"TARGET {target!r} does not import: {type(exc).__name__}: {exc}") from exc
+    if not hasattr(module, attr):
+        raise UserError(f"TARGET {target!r}: module {where!r} has no attribute {attr!r}")
+    obj = getattr(module, attr)
+    if not isinstance(obj, Workload) and callable(obj):
+        try:
+            obj = obj()
+        except TypeError as exc:
+            raise UserError(
+                f"TARGET {target!r} is a callable but not a zero-argument one ({exc}); "
+                "name a Workload or a function that returns one"
+            ) from exc
+    if isinstance(obj, tuple) and len(obj) == 2 and callable(obj[0]):
+        obj = Workload(fn=obj[0], args=tuple(obj[1]), name=attr)
+    if not isinstance(obj, Workload):
+        raise UserError(
+            f"TARGET {target!r} is a {type(obj).__name__}, not a workload; name an xtat.Workload "
+            "or a zero-argument callable returning a Workload or (fn, args)"
+        )
+    return obj
