@@ -1,0 +1,152 @@
+"""`xtat.jit`: a drop-in for `jax.jit` that compiles with the adopted config.
+
+On the first call for an input signature it lowers the function as
+`jax.jit` would, looks the fingerprint up in the store and compiles with the
+adopted compile options. Anything that goes wrong on the way (no database, a
+stale or foreign record, an option this XLA rejects) falls back to the
+default compile with one warning: it never fails where `jax.jit` succeeds.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+
+from xtat.errors import StoreError
+from xtat.space.space import compile_options
+from xtat.store.sqlite import Store, default_path
+from xtat.workload import Identity
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What the store says for one lowered program."""
+
+    options: dict[str, object]
+    reason: str  # "adopted" | "not adopted" | "no record" | "stale" | "no database" | "unreadable"
+    result_id: int | None = None
+
+
+def lookup(identity: Identity, db: str | Path | None) -> Lookup:
+    path = Path(db) if db is not None else default_path()
+    if not path.exists():
+        return Lookup({}, "no database")
+    try:
+        store = Store.open(path, read_only=True)
+    except StoreError as exc:
+        return Lookup({}, f"unreadable: {exc}")
+    try:
+        record = store.workload(identity.fingerprint)
+        if record is None:
+            others = store.workloads_of_program(identity.program)
+            if others:
+                env = others[-1].env
+                return Lookup({}, f"stale: tuned under {env}, running under {identity.env}")
+            return Lookup({}, "no record")
+        result = store.latest_result(record.id)
+        if result is None or not result.adopted:
+            return Lookup({}, "not adopted")
+        return Lookup(compile_options(result.config), "adopted", result.id)
+    except Exception as exc:  # a damaged file must not break the caller
+        return Lookup({}, f"unreadable: {exc}")
+    finally:
+        store.close()
+
+
+class _Jitted:
+    """Callable like the result of `jax.jit(fn)`, with one executable per signature."""
+
+    def __init__(self, fn: Callable, db: str | Path | None, jit_kwargs: dict):
+        self._fn = fn
+        self._db = db
+        self._jitted = jax.jit(fn, **jit_kwargs)
+        self._static_argnums = _as_tuple(jit_kwargs.get("static_argnums"))
+        self._static_argnames = _as_tuple(jit_kwargs.get("static_argnames"))
+        self._compiled: dict[Any, Any] = {}
+        self._lookups: dict[Any, Lookup] = {}
+        self._warned: set[str] = set()
+        functools.update_wrapper(self, fn)
+
+    def _signature(self, args: tuple, kwargs: dict) -> Any:
+        """Static values by value, everything else by shape, dtype and sharding, as jax.jit keys."""
+        static_positions = _indices(self._static_argnums, len(args))
+        static = tuple((i, a) for i, a in enumerate(args) if i in static_positions)
+        static += tuple(sorted((k, v) for k, v in kwargs.items() if k in self._static_argnames))
+        dynamic = ([a for i, a in enumerate(args) if i not in static_positions],
+                   {k: v for k, v in kwargs.items() if k not in self._static_argnames})
+        leaves, tree = jax.tree.flatten(dynamic)
+        avals = tuple(
+            (tuple(x.shape), str(x.dtype), x.sharding if isinstance(x, jax.Array) else None)
+            if hasattr(x, "shape") and hasattr(x, "dtype") else type(x)
+            for x in leaves
+        )
+        return tree, avals, static
+
+    def _warn(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            warnings.warn(f"xtat.jit({getattr(self._fn, '__name__', 'fn')}): {message}", stacklevel=3)
+
+    def _compile(self, args: tuple, kwargs: dict):
+        lowered = self._jitted.lower(*args, **kwargs)
+        found = lookup(Identity.of(lowered), self._db)
+        if found.reason != "adopted":
+            if found.reason != "not adopted":
+                self._warn(f"compiling with XLA defaults ({found.reason})")
+            return lowered.compile(), found
+        try:
+            return lowered.compile(compiler_options=found.options or None), found
+        except Exception as exc:  # e.g. an option removed in a newer XLA
+            self._warn(f"stored options {found.options} rejected by this XLA ({exc}); compiling with defaults")
+            return lowered.compile(), Lookup({}, f"rejected: {exc}", found.result_id)
+
+    def __call__(self, *args, **kwargs):
+        try:
+            key = self._signature(args, kwargs)
+            compiled = self._compiled.get(key)
+            if compiled is None:
+                compiled, found = self._compile(args, kwargs)
+                self._compiled[key] = compiled
+                self._lookups[key] = found
+            # Compiled executables take the dynamic arguments only.
+            dynamic_args = tuple(a for i, a in enumerate(args) if i not in _indices(self._static_argnums, len(args)))
+            dynamic_kwargs = {k: v for k, v in kwargs.items() if k not in self._static_argnames}
+            return compiled(*dynamic_args, **dynamic_kwargs)
+        except Exception as exc:
+            self._warn(f"tuned path unavailable ({type(exc).__name__}: {str(exc)[:200]}); using jax.jit")
+            return self._jitted(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        return self._jitted.lower(*args, **kwargs)
+
+    def lookups(self) -> list[Lookup]:
+        """What the store said for each signature compiled so far (for tests and `--verbose`)."""
+        return list(self._lookups.values())
+
+    def compiled_executables(self) -> list[Any]:
+        return list(self._compiled.values())
+
+
+def _as_tuple(value: Any) -> tuple:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, (int, str)) else tuple(value)
+
+
+def _indices(numbers: tuple, count: int) -> set[int]:
+    return {n % count for n in numbers} if count else set()
+
+
+def jit(fn: Callable | None = None, *, db: str | Path | None = None, **jit_kwargs):
+    """Drop-in for `jax.jit(fn, **jit_kwargs)` that applies the adopted config from `db`.
+
+    Usable as `xtat.jit(fn)`, `@xtat.jit` or `@xtat.jit(db=...)`.
+    """
+    if fn is None:
+        return lambda f: _Jitted(f, db, jit_kwargs)
+    return _Jitted(fn, db, jit_kwargs)

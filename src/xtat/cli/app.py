@@ -1,0 +1,212 @@
+"""The `xtat` command line (typer + rich)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from xtat.errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=False, help="xtat: autotune XLA for a JAX program.")
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+out = Console(width=None if sys.stdout.isatty() else 160)
+
+DEFAULT_TARGET = "xtat.suite.moe:moe_train_step"
+DbOption = typer.Option(None, "--db", help="SQLite database (default ~/.cache/xtat/xtat.db or $XTAT_DB).")
+
+
+def _fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(2)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1e3:.3f}"
+
+
+@app.command()
+def tune(
+    target: Optional[str] = typer.Argument(None, help="package.module:attr or path/to/file.py:attr; "
+                                           "default: the built-in MoE training step."),
+    budget: Optional[int] = typer.Option(40, help="Configs to consider, the default and resumed ones included."),
+    time: Optional[float] = typer.Option(None, "--time", help="Wall-clock limit of the search, seconds."),
+    db: Optional[Path] = DbOption,
+    seed: int = typer.Option(0, help="Seed of the search."),
+    allow_numerics_change: bool = typer.Option(False, help="Also search options that relax numerics."),
+    rtol: Optional[float] = typer.Option(None, help="Relative tolerance (with --allow-numerics-change)."),
+    atol: Optional[float] = typer.Option(None, help="Absolute tolerance (with --allow-numerics-change)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
+) -> None:
+    """Tune a workload: search, verify, time, and adopt a significantly faster config."""
+    from xtat.tuner import TuneSettings, tune as run_tune
+    from xtat.workload import load_target
+
+    try:
+        workload = load_target(target or DEFAULT_TARGET)
+        settings = TuneSettings(budget=budget, time_s=time, seed=seed, allow_numerics_change=allow_numerics_change,
+                                rtol=rtol, atol=atol)
+    except UserError as exc:
+        _fail(str(exc))
+    failures = 0
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console,
+                  disable=not console.is_terminal and as_json) as progress:
+        task = progress.add_task(f"tuning {workload.display_name}", total=budget, info="")
+
+        def on_trial(event) -> None:
+            nonlocal failures
+            failures += event.status not in ("ok", "duplicate")
+            best = "-" if event.best_s is None else f"{event.best_s * 1e3:.3f} ms"
+            progress.update(task, completed=event.index,
+                            info=f"failures {failures}  best {best}{'  (resumed)' if event.resumed else ''}")
+
+        try:
+            result = run_tune(workload, db=db, settings=settings, on_trial=on_trial)
+        except UserError as exc:
+            _fail(str(exc))
+    table = Table(title=f"{result.workload}  [{result.fingerprint[:12]}]")
+    for column in ("", "median ms", "95% CI ms"):
+        table.add_column(column)
+    table.add_row("default", f"{result.default_ms:.3f}",
+                  f"[{result.default_ci_ms[0]:.3f}, {result.default_ci_ms[1]:.3f}]")
+    table.add_row("best", f"{result.best_ms:.3f}", f"[{result.best_ci_ms[0]:.3f}, {result.best_ci_ms[1]:.3f}]")
+    console.print(table)
+    console.print(f"speedup {result.speedup:.3f}x  95% CI [{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}]"
+                  f"  -> {result.message}")
+    console.print(f"trials {result.trials}  new {result.new_trials}  wall {result.wall_s:.1f} s  db {result.db}")
+    if result.adopted:
+        console.print(f"config {json.dumps(result.best_config)}")
+    if as_json:
+        keys = ("workload", "fingerprint", "default_ms", "best_ms", "speedup", "speedup_ci", "adopted", "trials",
+                "best_config")
+        document = result.to_json()
+        # One compact line, last, so that scripts can take the final line of stdout.
+        sys.stdout.write(json.dumps({**{k: document[k] for k in keys}, **document}) + "\n")
+
+
+def _open(db: Optional[Path], read_only: bool = True):
+    from xtat.store.sqlite import Store, default_path
+
+    try:
+        return Store.open(db or default_path(), read_only=read_only)
+    except UserError as exc:
+        _fail(str(exc))
+
+
+@app.command()
+def show(db: Optional[Path] = DbOption) -> None:
+    """Workloads in the store with default and best times and speedups."""
+    store = _open(db)
+    table = Table(title=str(store.path))
+    for column in ("workload", "fingerprint", "trials", "default ms", "best ms", "speedup [95% CI]", "adopted",
+                   "jax", "device"):
+        table.add_column(column)
+    for w in store.workloads():
+        trials = store.trials(w.id)
+        result = store.latest_result(w.id)
+        speedup = "-"
+        if result and result.speedup:
+            speedup = f"{result.speedup:.3f} [{result.speedup_low:.3f}, {result.speedup_high:.3f}]"
+        table.add_row(w.name, w.fingerprint[:12], str(len(trials)),
+                      _ms(result.default_s if result else None), _ms(result.best_s if result else None),
+                      speedup, "yes" if result and result.adopted else "no", w.env.get("jaxlib", "?"),
+                      w.env.get("device_kind", "?"))
+    out.print(table)
+
+
+@app.command()
+def trials(workload: str = typer.Argument(..., help="Workload name or fingerprint prefix."),
+           db: Optional[Path] = DbOption, as_json: bool = typer.Option(False, "--json")) -> None:
+    """One row per trial of a workload."""
+    store = _open(db)
+    try:
+        record = store.find_workload(workload)
+    except UserError as exc:
+        _fail(str(exc))
+    rows = store.trials(record.id)
+    if as_json:
+        from xtat.store.sqlite import _trial_json
+
+        out.print_json(json.dumps([{"id": t.id, **_trial_json(t)} for t in rows]))
+        return
+    table = Table(title=f"{record.name} [{record.fingerprint[:12]}]")
+    for column in ("id", "status", "median ms", "95% CI ms", "compile s", "config", "error"):
+        table.add_column(column, overflow="fold")
+    for t in rows:
+        ci = "-" if t.ci_low_s is None else f"[{t.ci_low_s * 1e3:.3f}, {t.ci_high_s * 1e3:.3f}]"
+        table.add_row(str(t.id), t.status + (f" of {t.same_as}" if t.same_as else ""), _ms(t.median_s), ci,
+                      "-" if t.compile_s is None else f"{t.compile_s:.2f}", json.dumps(t.config) if t.config
+                      else "default", (t.error or "")[:120])
+    out.print(table)
+
+
+@app.command("export")
+def export_(path: Path = typer.Argument(..., help="JSON file to write ('-' for stdout)."),
+            db: Optional[Path] = DbOption) -> None:
+    """Export every workload, trial and result as JSON."""
+    document = json.dumps(_open(db).export(), indent=1)
+    if str(path) == "-":
+        sys.stdout.write(document + "\n")
+    else:
+        path.write_text(document)
+        console.print(f"wrote {path}")
+
+
+@app.command("import")
+def import_(path: Path = typer.Argument(..., help="JSON file written by `xtat export`."),
+            db: Optional[Path] = DbOption) -> None:
+    """Import an export file; it is validated whole before anything is written."""
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        _fail(f"no file {path}")
+    except json.JSONDecodeError as exc:
+        _fail(f"{path} is not valid JSON ({exc}); nothing was imported")
+    store = _open(db, read_only=False)
+    try:
+        counts = store.import_(document)
+    except UserError as exc:
+        _fail(str(exc))
+    console.print(f"imported {counts}")
+
+
+@app.command()
+def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint prefix."),
+          db: Optional[Path] = DbOption,
+          print_: bool = typer.Option(True, "--print", help="Print the compile options and environment.")) -> None:
+    """The compile options and process environment of a workload's adopted config."""
+    from xtat.space.space import compile_options
+
+    store = _open(db)
+    try:
+        record = store.find_workload(workload)
+    except UserError as exc:
+        _fail(str(exc))
+    result = store.latest_result(record.id)
+    adopted = bool(result and result.adopted)
+    document = {
+        "workload": record.name, "fingerprint": record.fingerprint, "adopted": adopted,
+        "compile_options": compile_options(result.config) if adopted else {},
+        "environment": {},  # runtime decisions (thread count, device count) land with the runtime stage
+        "tuned_under": record.env,
+        "usage": "xtat.jit(fn, db=...) applies these automatically; or "
+                 "jax.jit(fn).lower(*args).compile(compiler_options=compile_options)",
+    }
+    out.print_json(json.dumps(document))
+
+
+def main() -> None:
+    warnings.filterwarnings("ignore", message=".*os.fork.*")
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+"""The ask/tell interface every search strategy implements."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from xtat.space.space import Config
+
+
+class Strategy(Protocol):
+    def ask(self) -> Config | None:
+        """The next config to measure, or None when the strategy is done."""
+
+    def tell(self, config: Config, seconds: float | None) -> None:
+        """The measured median (None: failed or rejected) of a config it asked for."""

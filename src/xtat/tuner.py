@@ -1,0 +1,378 @@
+"""One tuning run: capture -> space -> strategy -> builder/runner -> store -> result.
+
+The tuner process only orchestrates. Compiling, verifying and timing happen
+in worker processes (`runner.pool`), one candidate at a time, so a crash,
+hang or out-of-memory costs one candidate and never the run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from xtat.errors import UserError
+from xtat.runner.pool import Pool, WorkerFailure, WorkerProcess
+from xtat.runner.timing import TimingPolicy, median_ci, speedup_ci
+from xtat.search.sweep import SweepThenRandom
+from xtat.space.space import Config, Space, codegen_space, compile_options, config_id, config_key
+from xtat.store.sqlite import Store, Trial
+from xtat.workload import Capture, Workload, capture
+
+DEFAULT_ID = "default"
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    budget: int | None = 40  # configs considered, the default and resumed ones included
+    time_s: float | None = None  # wall-clock limit of the search loop
+    seed: int = 0
+    allow_numerics_change: bool = False
+    rtol: float | None = None
+    atol: float | None = None
+    finalists: int = 3
+    rounds: int = 21  # interleaved rounds when re-measuring finalists
+    min_sample_s: float = 0.02
+    samples: int = 7
+    deadline_factor: float = 10.0  # deadlines are this multiple of the default's times
+    min_deadline_s: float = 30.0
+    startup_deadline_s: float = 180.0
+
+    def __post_init__(self) -> None:
+        if self.budget is not None and self.budget < 1:
+            raise UserError("--budget must be at least 1")
+        if self.time_s is not None and self.time_s <= 0:
+            raise UserError("--time must be positive")
+        if (self.rtol is not None or self.atol is not None) and not self.allow_numerics_change:
+            raise UserError("--rtol/--atol set the tolerance for --allow-numerics-change; pass that flag too")
+        if self.allow_numerics_change and self.rtol is None and self.atol is None:
+            raise UserError("--allow-numerics-change needs a tolerance: pass --rtol and/or --atol")
+        if self.samples < 3 or self.rounds < 3:
+            raise UserError("samples and rounds must be at least 3")
+
+    @property
+    def timing(self) -> dict:
+        return asdict(TimingPolicy(min_sample_s=self.min_sample_s, samples=self.samples, seed=self.seed))
+
+    @property
+    def tolerance(self) -> dict:
+        return {"rtol": self.rtol, "atol": self.atol}
+
+
+@dataclass(frozen=True)
+class TrialEvent:
+    """What the progress display learns after each config."""
+
+    index: int
+    config: Config
+    status: str
+    median_s: float | None
+    best_s: float | None
+    resumed: bool
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    workload: str
+    fingerprint: str
+    default_ms: float
+    default_ci_ms: tuple[float, float]
+    best_ms: float
+    best_ci_ms: tuple[float, float]
+    speedup: float
+    speedup_ci: tuple[float, float]
+    adopted: bool
+    trials: dict[str, int]
+    best_config: Config
+    new_trials: int
+    message: str
+    wall_s: float
+    worker_s: float
+    db: str
+    finalists: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "workload": self.workload, "fingerprint": self.fingerprint,
+            "default_ms": self.default_ms, "default_ci_ms": list(self.default_ci_ms),
+            "best_ms": self.best_ms, "best_ci_ms": list(self.best_ci_ms),
+            "speedup": self.speedup, "speedup_ci": list(self.speedup_ci), "adopted": self.adopted,
+            "trials": self.trials, "best_config": self.best_config, "new_trials": self.new_trials,
+            "message": self.message, "wall_s": self.wall_s, "worker_s": self.worker_s, "db": self.db,
+            "finalists": self.finalists,
+        }
+
+
+class _Session:
+    """The worker side of a run: a folder of inputs, a pool, deadlines."""
+
+    def __init__(self, captured: Capture, settings: TuneSettings, folder: Path):
+        self.captured = captured
+        self.settings = settings
+        self.folder = folder
+        self.pool = Pool(folder)
+        (folder / "program.bin").write_bytes(captured.exported)
+        np.savez(folder / "inputs_main.npz", *captured.inputs)
+        if captured.verify_inputs is not None:
+            np.savez(folder / "inputs_verify.npz", *captured.verify_inputs)
+        self.compile_deadline_s = settings.startup_deadline_s
+        self.measure_deadline_s = settings.startup_deadline_s
+
+    def set_deadlines(self, compile_s: float, measure_s: float) -> None:
+        s = self.settings
+        self.compile_deadline_s = max(s.min_deadline_s, s.deadline_factor * compile_s)
+        self.measure_deadline_s = max(s.min_deadline_s, s.deadline_factor * measure_s)
+
+    def worker(self, fresh: bool = False) -> WorkerProcess:
+        worker, started = (self.pool.fresh(), True) if fresh else self.pool.get()
+        if started:
+            reply = worker.request("load", self.settings.startup_deadline_s, folder=str(self.folder))
+            if not reply.get("ok"):
+                raise UserError(f"worker could not load the program: {reply.get('error')}")
+        return worker
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _counts(trials: list[Trial]) -> dict[str, int]:
+    return dict(sorted(Counter(t.status for t in trials).items()))
+
+
+def tune(
+    workload: Workload,
+    *,
+    db: str | Path | None = None,
+    settings: TuneSettings | None = None,
+    on_trial: Callable[[TrialEvent], None] | None = None,
+    **overrides,
+) -> TuneResult:
+    """Tune `workload` and record every attempt; returns the (maybe adopted) result.
+
+    Keyword overrides are TuneSettings fields: `xtat.tune(w, budget=20, seed=1)`.
+    """
+    settings = settings or TuneSettings(**overrides)
+    started = time.perf_counter()
+    captured = capture(workload)
+    space = codegen_space(captured.identity.env["platform"], settings.allow_numerics_change)
+    store = Store.open(db)
+    folder = Path(tempfile.mkdtemp(prefix="xtat-run-"))
+    session = _Session(captured, settings, folder)
+    try:
+        return _tune(captured, space, store, session, settings, started, on_trial)
+    finally:
+        session.close()
+        store.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _tune(captured: Capture, space: Space, store: Store, session: _Session, settings: TuneSettings,
+          started: float, on_trial: Callable[[TrialEvent], None] | None) -> TuneResult:
+    identity = captured.identity
+    workload_id = store.upsert_workload(
+        identity.fingerprint, identity.program, captured.name, identity.env,
+        {"avals": identity.avals, "cost": captured.cost, "left_out_options": list(space.left_out)},
+    )
+    run_id = store.begin_run(workload_id, {k: v for k, v in asdict(settings).items()})
+    worker_s = 0.0
+
+    # The default build gives the reference outputs and the deadlines.
+    worker = session.worker()
+    reply = worker.request("compile", session.settings.startup_deadline_s, id=DEFAULT_ID, options={},
+                           is_default=True)
+    if not reply.get("ok"):
+        store.finish_run(run_id, "failed")
+        raise UserError(f"the workload fails under the default compile: {reply.get('error')}")
+    default_compile_s = reply["compile_s"]
+    worker.request("reference_outputs", session.settings.startup_deadline_s, id=DEFAULT_ID)
+    session.set_deadlines(default_compile_s, session.settings.startup_deadline_s / session.settings.deadline_factor)
+
+    strategy = SweepThenRandom(space, settings.seed)
+    considered = new_trials = 0
+    best_s: float | None = None
+    search_start = time.perf_counter()
+    while settings.budget is None or considered < settings.budget:
+        if settings.time_s is not None and time.perf_counter() - search_start > settings.time_s and considered > 0:
+            break
+        config = strategy.ask()
+        if config is None:
+            break
+        key = config_key(config)
+        recorded = store.trial(workload_id, key)
+        resumed = recorded is not None and recorded.status != "running"
+        if resumed:
+            trial = recorded
+        else:
+            trial, spent = _measure(store, session, workload_id, run_id, config, key, is_default=not config)
+            worker_s += spent
+            new_trials += 1
+        considered += 1
+        if not config and trial.status == "ok":
+            session.set_deadlines(trial.compile_s or default_compile_s,
+                                  max((trial.worker_s or 0) - (trial.compile_s or 0), 0.1))
+        elif not config:
+            store.finish_run(run_id, "failed")
+            raise UserError(f"the workload fails under the default compile: {trial.status}: {trial.error}")
+        ok = trial.status in ("ok", "duplicate") and trial.median_s is not None
+        strategy.tell(config, trial.median_s if ok else None)
+        if ok and (best_s is None or trial.median_s < best_s):  # type: ignore[operator]
+            best_s = trial.median_s
+        if on_trial:
+            on_trial(TrialEvent(considered, config, trial.status, trial.median_s, best_s, resumed))
+
+    result, spent = _finalize(captured, store, session, workload_id, run_id, settings)
+    worker_s += spent
+    store.finish_run(run_id, "finished")
+    trials = store.trials(workload_id)
+    return TuneResult(**result, trials=_counts(trials), new_trials=new_trials,
+                      wall_s=time.perf_counter() - started, worker_s=worker_s, db=str(store.path))
+
+
+def _measure(store: Store, session: _Session, workload_id: int, run_id: int, config: Config, key: str,
+             is_default: bool) -> tuple[Trial, float]:
+    """Compile, deduplicate, verify and time one config; always leaves a final status."""
+    trial_id = store.start_trial(workload_id, run_id, config, key)
+    cid = DEFAULT_ID if is_default else config_id(config)
+    tolerance = session.settings.tolerance
+    spent = 0.0
+    try:
+        worker = session.worker()
+        reply = worker.request("compile", session.compile_deadline_s, id=cid, options=compile_options(config),
+                               is_default=is_default)
+        if not reply.get("ok"):
+            store.finish_trial(trial_id, reply["status"], error=reply.get("error"))
+            return store.trial(workload_id, key), spent  # type: ignore[return-value]
+        spent += reply["compile_s"]
+        compile_s, exe_hash = reply["compile_s"], reply["exe_hash"]
+        same = store.measured_with_hash(workload_id, exe_hash)
+        if same is not None:
+            worker.request("release", session.compile_deadline_s, ids=[cid])
+            store.finish_trial(
+                trial_id, "duplicate", compile_s=compile_s, exe_hash=exe_hash, same_as=same.id,
+                median_s=same.median_s, ci_low_s=same.ci_low_s, ci_high_s=same.ci_high_s,
+                error=None if same.status == "ok" else f"same executable as trial {same.id} ({same.status})",
+                worker_s=compile_s,
+            )
+            return store.trial(workload_id, key), spent  # type: ignore[return-value]
+        reply = worker.request("measure", session.measure_deadline_s, id=cid, tolerance=tolerance,
+                               timing=session.settings.timing, is_default=is_default)
+        worker.request("release", session.compile_deadline_s, ids=[cid])
+        if not reply.get("ok"):
+            store.finish_trial(trial_id, reply["status"], error=reply.get("error"), compile_s=compile_s,
+                               exe_hash=exe_hash, max_abs_err=reply.get("max_abs_err"),
+                               max_rel_err=reply.get("max_rel_err"))
+            return store.trial(workload_id, key), spent  # type: ignore[return-value]
+        spent += reply["measure_s"]
+        store.finish_trial(
+            trial_id, "ok", compile_s=compile_s, exe_hash=exe_hash, median_s=reply["median_s"],
+            ci_low_s=reply["ci_s"][0], ci_high_s=reply["ci_s"][1], samples=reply["samples"],
+            max_abs_err=reply.get("max_abs_err"), max_rel_err=reply.get("max_rel_err"),
+            worker_s=compile_s + reply["measure_s"],
+        )
+    except WorkerFailure as failure:
+        session.pool.discard()
+        store.finish_trial(trial_id, failure.status, error=failure.error)
+    return store.trial(workload_id, key), spent  # type: ignore[return-value]
+
+
+def _finalize(captured: Capture, store: Store, session: _Session, workload_id: int, run_id: int,
+              settings: TuneSettings) -> tuple[dict, float]:
+    """Re-measure the top finalists interleaved with the default in a fresh worker; adopt or not."""
+    trials = store.trials(workload_id)
+    default = next((t for t in trials if not t.config and t.status == "ok"), None)
+    assert default is not None and default.median_s is not None
+    candidates, seen = [], {default.exe_hash}
+    for t in sorted((t for t in trials if t.config and t.status == "ok" and t.median_s is not None),
+                    key=lambda t: t.median_s):  # type: ignore[arg-type, return-value]
+        if t.exe_hash in seen or t.median_s >= default.median_s:  # type: ignore[operator]
+            continue
+        seen.add(t.exe_hash)
+        candidates.append(t)
+        if len(candidates) == settings.finalists:
+            break
+    base = {
+        "workload": captured.name, "fingerprint": captured.fingerprint,
+        "default_ms": default.median_s * 1e3,
+        "default_ci_ms": (default.ci_low_s * 1e3, default.ci_high_s * 1e3),  # type: ignore[operator]
+    }
+    if not candidates:
+        store.add_result(workload_id, run_id, False, {}, default.median_s, default.median_s, None,
+                         {"reason": "no candidate was faster than the default in the search"})
+        return {**base, "best_ms": base["default_ms"], "best_ci_ms": base["default_ci_ms"], "speedup": 1.0,
+                "speedup_ci": (1.0, 1.0), "adopted": False, "best_config": {},
+                "message": "no significant improvement: no candidate beat the default"}, 0.0
+
+    spent = 0.0
+    start = time.perf_counter()
+    measured: list[dict] = []
+    try:
+        worker = session.worker(fresh=True)
+        ids = [DEFAULT_ID]
+        worker.request("compile", session.compile_deadline_s, id=DEFAULT_ID, options={}, is_default=True)
+        for t in candidates:
+            reply = worker.request("compile", session.compile_deadline_s, id=config_id(t.config),
+                                   options=compile_options(t.config))
+            if reply.get("ok"):
+                ids.append(config_id(t.config))
+        deadline = session.measure_deadline_s * (1 + settings.rounds / max(settings.samples, 1))
+        reply = worker.request("interleave", deadline, ids=ids, rounds=settings.rounds, timing=settings.timing)
+        samples = reply["samples"]
+    except WorkerFailure as failure:
+        session.pool.discard()
+        store.add_result(workload_id, run_id, False, {}, default.median_s, None, None,
+                         {"reason": f"finalist re-measurement failed: {failure.status}: {failure.error}"})
+        return {**base, "best_ms": base["default_ms"], "best_ci_ms": base["default_ci_ms"], "speedup": 1.0,
+                "speedup_ci": (1.0, 1.0), "adopted": False, "best_config": {},
+                "message": f"no significant improvement: finalist re-measurement failed ({failure.status})"}, 0.0
+    spent += time.perf_counter() - start
+    base_samples = samples[DEFAULT_ID]
+    d_median, d_low, d_high = median_ci(base_samples, seed=settings.seed)
+    for t in candidates:
+        cid = config_id(t.config)
+        if cid not in samples:
+            continue
+        s_median, s_low, s_high = speedup_ci(base_samples, samples[cid], seed=settings.seed)
+        c_median, c_low, c_high = median_ci(samples[cid], seed=settings.seed)
+        measured.append({"trial": t.id, "config": t.config, "id": cid, "median_s": c_median,
+                         "ci_s": [c_low, c_high], "speedup": s_median, "speedup_ci": [s_low, s_high]})
+    measured.sort(key=lambda m: -m["speedup"])
+    base.update(default_ms=d_median * 1e3, default_ci_ms=(d_low * 1e3, d_high * 1e3))
+
+    chosen = None
+    for m in measured:
+        if m["speedup_ci"][0] <= 1.0:
+            continue
+        if captured.verify_inputs is not None:
+            check = worker.request("verify", session.measure_deadline_s, id=m["id"], input_set="verify",
+                                   tolerance=settings.tolerance)
+            m["verified_on_second_inputs"] = bool(check.get("ok"))
+            if not check.get("ok"):
+                store.demote_trial(m["trial"], f"failed re-verification on make_inputs(1): {check.get('mismatch') or check.get('error')}")
+                continue
+        chosen = m
+        break
+
+    finalists = [{k: v for k, v in m.items() if k != "id"} for m in measured]
+    detail = {"finalists": finalists, "rounds": settings.rounds}
+    if chosen is None:
+        top = measured[0] if measured else None
+        store.add_result(workload_id, run_id, False, {}, d_median, d_median, None,
+                         {**detail, "reason": "no finalist's speedup interval lies above 1"})
+        best = top or {"median_s": d_median, "ci_s": [d_low, d_high], "speedup": 1.0, "speedup_ci": [1.0, 1.0],
+                       "config": {}}
+        return {**base, "best_ms": best["median_s"] * 1e3, "best_ci_ms": tuple(x * 1e3 for x in best["ci_s"]),
+                "speedup": best["speedup"], "speedup_ci": tuple(best["speedup_ci"]), "adopted": False,
+                "best_config": {}, "finalists": finalists,
+                "message": "no significant improvement: the default stays"}, spent
+    store.add_result(workload_id, run_id, True, chosen["config"], d_median, chosen["median_s"],
+                     (chosen["speedup"], *chosen["speedup_ci"]), detail)
+    return {**base, "best_ms": chosen["median_s"] * 1e3, "best_ci_ms": tuple(x * 1e3 for x in chosen["ci_s"]),
+            "speedup": chosen["speedup"], "speedup_ci": tuple(chosen["speedup_ci"]), "adopted": True,
+            "best_config": chosen["config"], "finalists": finalists,
+            "message": f"adopted: {chosen['speedup']:.3f}x faster than the default"}, spent
