@@ -36,6 +36,7 @@ class TuneSettings:
     allow_numerics_change: bool = False
     rtol: float | None = None
     atol: float | None = None
+    options: tuple[str, ...] | None = None  # restrict the search to these XLA options
     finalists: int = 3
     rounds: int = 21  # interleaved rounds when re-measuring finalists
     min_sample_s: float = 0.02
@@ -160,7 +161,7 @@ def tune(
     settings = settings or TuneSettings(**overrides)
     started = time.perf_counter()
     captured = capture(workload)
-    space = codegen_space(captured.identity.env["platform"], settings.allow_numerics_change)
+    space = codegen_space(captured.identity.env["platform"], settings.allow_numerics_change, settings.options)
     store = Store.open(db)
     folder = Path(tempfile.mkdtemp(prefix="xtat-run-"))
     session = _Session(captured, settings, folder)
@@ -174,24 +175,28 @@ def tune(
 
 def _tune(captured: Capture, space: Space, store: Store, session: _Session, settings: TuneSettings,
           started: float, on_trial: Callable[[TrialEvent], None] | None) -> TuneResult:
+    # The default build gives the reference outputs and the first deadlines;
+    # it runs before anything is written so that a broken workload leaves no row.
+    try:
+        worker = session.worker()
+        reply = worker.request("compile", settings.startup_deadline_s, id=DEFAULT_ID, options={}, is_default=True)
+        if not reply.get("ok"):
+            raise UserError(f"the workload fails under the default compile: {reply.get('error')}")
+        default_compile_s = reply["compile_s"]
+        reply = worker.request("reference_outputs", settings.startup_deadline_s, id=DEFAULT_ID)
+        if not reply.get("ok"):
+            raise UserError(f"the workload fails to run under the default compile: {reply.get('error')}")
+    except WorkerFailure as failure:
+        raise UserError(f"the workload's default build failed in its worker: {failure.status}: {failure.error}")
+    session.set_deadlines(default_compile_s, settings.startup_deadline_s / settings.deadline_factor)
+
     identity = captured.identity
     workload_id = store.upsert_workload(
         identity.fingerprint, identity.program, captured.name, identity.env,
         {"avals": identity.avals, "cost": captured.cost, "left_out_options": list(space.left_out)},
     )
-    run_id = store.begin_run(workload_id, {k: v for k, v in asdict(settings).items()})
+    run_id = store.begin_run(workload_id, asdict(settings))
     worker_s = 0.0
-
-    # The default build gives the reference outputs and the deadlines.
-    worker = session.worker()
-    reply = worker.request("compile", session.settings.startup_deadline_s, id=DEFAULT_ID, options={},
-                           is_default=True)
-    if not reply.get("ok"):
-        store.finish_run(run_id, "failed")
-        raise UserError(f"the workload fails under the default compile: {reply.get('error')}")
-    default_compile_s = reply["compile_s"]
-    worker.request("reference_outputs", session.settings.startup_deadline_s, id=DEFAULT_ID)
-    session.set_deadlines(default_compile_s, session.settings.startup_deadline_s / session.settings.deadline_factor)
 
     strategy = SweepThenRandom(space, settings.seed)
     considered = new_trials = 0

@@ -43,6 +43,7 @@ def tune(
     allow_numerics_change: bool = typer.Option(False, help="Also search options that relax numerics."),
     rtol: Optional[float] = typer.Option(None, help="Relative tolerance (with --allow-numerics-change)."),
     atol: Optional[float] = typer.Option(None, help="Absolute tolerance (with --allow-numerics-change)."),
+    options: Optional[str] = typer.Option(None, help="Comma-separated XLA options to search (default: all curated)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
@@ -52,7 +53,8 @@ def tune(
     try:
         workload = load_target(target or DEFAULT_TARGET)
         settings = TuneSettings(budget=budget, time_s=time, seed=seed, allow_numerics_change=allow_numerics_change,
-                                rtol=rtol, atol=atol)
+                                rtol=rtol, atol=atol,
+                                options=tuple(o.strip() for o in options.split(",") if o.strip()) if options else None)
     except UserError as exc:
         _fail(str(exc))
     failures = 0

@@ -102,8 +102,8 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             code = self.process.returncode
-        self.kill()
         tail = self.log_tail()
+        self.kill()
         if code is not None and code < 0:
             name = _signal_name(-code)
             # SIGKILL that we did not send is the kernel's out-of-memory killer.
@@ -113,7 +113,6 @@ class WorkerProcess:
 
     def log_tail(self, chars: int = 1500) -> str:
         try:
-            self._log.flush()
             text = self.log_path.read_bytes()[-chars:].decode(errors="replace")
         except OSError:
             return ""

@@ -99,16 +99,31 @@ def default_value(info: catalog.OptionInfo) -> object:
     return info.default
 
 
-def codegen_space(platform: str, allow_numerics_change: bool = False) -> Space:
-    """Curated XLA options for this platform, typed by the installed XLA."""
+def codegen_space(platform: str, allow_numerics_change: bool = False, only: tuple[str, ...] | None = None) -> Space:
+    """Curated XLA options for this platform, typed by the installed XLA.
+
+    `only` restricts the space to the named curated options.
+    """
     options = catalog.debug_options()
+    if only is not None:
+        curated_names = {c.name for c in BY_PLATFORM.get(platform, ())}
+        unknown = sorted(set(only) - curated_names)
+        if unknown:
+            raise UserError(
+                f"--options names {unknown}, which are not searchable on {platform}; "
+                f"choose from: {', '.join(sorted(curated_names))}"
+            )
     decisions, missing = [], []
     for curated in BY_PLATFORM.get(platform, ()):
         info = options.get(curated.name)
         if info is None:
             missing.append(curated.name)
             continue
+        if only is not None and curated.name not in only:
+            continue
         if curated.relaxes_numerics and not allow_numerics_change:
+            if only is not None:
+                raise UserError(f"{curated.name} relaxes numerics: add --allow-numerics-change and a tolerance")
             continue
         default = default_value(info)
         values = tuple(dict.fromkeys([default, *(_typed(info, v) for v in curated.values)]))

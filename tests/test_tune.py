@@ -1,0 +1,86 @@
+"""End-to-end tuning with real XLA and real worker processes."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import xtat
+from tiny import FAST, tiny_mlp, tiny_nan_max
+from xtat.errors import UserError
+from xtat.space.space import config_id
+from xtat.store.sqlite import FINAL_STATUSES, Store
+
+OPTIONS = ("xla_cpu_opt_preset", "xla_backend_optimization_level", "xla_cpu_prefer_vector_width")
+
+
+def _rows(db):
+    with sqlite3.connect(db) as con:
+        return con.execute("SELECT id, config_key, status, median_s, error FROM trials ORDER BY id").fetchall()
+
+
+def test_tune_records_every_trial_and_resumes_without_new_ones(db):
+    result = xtat.tune(tiny_mlp(), db=db, budget=5, options=OPTIONS, **FAST)
+    assert result.new_trials == 5
+    assert sum(result.trials.values()) == 5
+    rows = _rows(db)
+    assert len(rows) == 5 and all(status in FINAL_STATUSES for _, _, status, _, _ in rows)
+    assert result.default_ci_ms[0] <= result.default_ms <= result.default_ci_ms[1]
+    assert result.adopted == (result.speedup_ci[0] > 1.0)
+
+    again = xtat.tune(tiny_mlp(), db=db, budget=5, options=OPTIONS, **FAST)
+    assert again.new_trials == 0
+    assert _rows(db) == rows
+
+
+def test_numerics_changing_candidate_is_rejected_as_wrong_result(db):
+    result = xtat.tune(tiny_nan_max(), db=db, budget=2, options=("xla_cpu_enable_fast_min_max",),
+                       allow_numerics_change=True, rtol=1e-3, **FAST)
+    rows = {status: (median, error) for _, key, status, median, error in _rows(db)}
+    assert "wrong_result" in rows, rows
+    median, error = rows["wrong_result"]
+    assert median is None and "NaN" in error
+    assert not result.adopted and result.best_config == {}
+
+
+def test_numerics_relaxing_options_need_opt_in():
+    with pytest.raises(UserError, match="allow-numerics-change"):
+        xtat.tune(tiny_nan_max(), db=None, budget=2, options=("xla_cpu_enable_fast_min_max",))
+
+
+def test_crashing_candidate_is_recorded_and_the_run_completes(db, monkeypatch):
+    victim = {"codegen": {"xla_backend_optimization_level": 1}}
+    monkeypatch.setenv("XTAT_FAULT", f"{config_id(victim)}:compile:segfault")
+    result = xtat.tune(tiny_mlp(), db=db, budget=5, options=OPTIONS, **FAST)
+    store = Store.open(db, read_only=True)
+    trials = store.trials(store.workloads()[0].id)
+    crashed = [t for t in trials if t.status == "crash"]
+    assert [t.config for t in crashed] == [victim]
+    assert "SIGSEGV" in crashed[0].error
+    assert sum(t.status == "ok" for t in trials) >= 3  # the others ran on in a new worker
+    assert result.trials["crash"] == 1
+
+
+def test_hanging_candidate_is_recorded_as_timeout(db, monkeypatch):
+    victim = {"codegen": {"xla_backend_optimization_level": 1}}
+    monkeypatch.setenv("XTAT_FAULT", f"{config_id(victim)}:run:hang")
+    settings = {**FAST, "min_deadline_s": 3.0, "deadline_factor": 3.0}
+    xtat.tune(tiny_mlp(), db=db, budget=4, options=OPTIONS, **settings)
+    statuses = {key: status for _, key, status, _, _ in _rows(db)}
+    assert list(statuses.values()).count("timeout") == 1
+    assert statuses['{"codegen":{"xla_backend_optimization_level":1}}'] == "timeout"
+
+
+def test_workload_failing_under_default_compile_writes_nothing(db):
+    import jax.numpy as jnp
+
+    def broken(x):
+        return jnp.linalg.cholesky(x)  # compiles; a host error would come from the run
+
+    def raises(x):
+        raise ValueError("boom")
+
+    with pytest.raises(UserError, match="fails to trace"):
+        xtat.tune(xtat.Workload(raises, (jnp.ones((2, 2)),)), db=db, budget=2)
+    assert not db.exists() or _rows(db) == []
