@@ -1,0 +1,102 @@
+"""xtat.jit: applies the adopted options, falls back with one warning otherwise."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import warnings
+
+import jax
+import numpy as np
+import pytest
+from jax.experimental import serialize_executable
+
+import xtat
+from tiny import mlp, tiny_mlp
+from xtat.store.sqlite import Store
+from xtat.workload import capture
+
+OPTIONS = {"xla_cpu_prefer_vector_width": 128, "xla_backend_optimization_level": 1}
+
+
+def _hash(compiled) -> str:
+    return hashlib.sha256(serialize_executable.serialize(compiled)[0]).hexdigest()
+
+
+def _record(db, adopted: bool = True) -> None:
+    """Write a workload and an adopted result straight into the store (the tuner's output, minus tuning)."""
+    captured = capture(tiny_mlp())
+    store = Store.open(db)
+    identity = captured.identity
+    workload_id = store.upsert_workload(identity.fingerprint, identity.program, "tiny_mlp", identity.env, {})
+    store.add_result(workload_id, None, adopted, {"codegen": OPTIONS}, 1e-3, 5e-4, (2.0, 1.5, 2.5), {})
+    store.close()
+
+
+def test_jit_compiles_with_the_adopted_options(db):
+    _record(db)
+    args = tiny_mlp().args
+    tuned = xtat.jit(mlp, db=db)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an adopted record must not warn
+        out = tuned(*args)
+    np.testing.assert_allclose(out[0], jax.jit(mlp)(*args)[0], rtol=1e-5)
+    (executable,) = tuned.compiled_executables()
+    lowered = jax.jit(mlp).lower(*args)
+    assert _hash(executable) == _hash(lowered.compile(compiler_options=OPTIONS))
+    assert _hash(executable) != _hash(lowered.compile())
+    assert tuned.lookups()[0].reason == "adopted"
+
+
+def test_jit_without_database_uses_defaults_and_warns_once(tmp_path):
+    args = tiny_mlp().args
+    tuned = xtat.jit(mlp, db=tmp_path / "missing.db")
+    with pytest.warns(UserWarning, match="no database") as caught:
+        tuned(*args)
+        tuned(*args)
+    assert len([w for w in caught if "xtat.jit" in str(w.message)]) == 1
+    assert _hash(tuned.compiled_executables()[0]) == _hash(jax.jit(mlp).lower(*args).compile())
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_jit_with_stale_record_falls_back(db):
+    _record(db)
+    with sqlite3.connect(db) as con:  # as if tuned under another jaxlib
+        con.execute("UPDATE workloads SET fingerprint='other', env='{\"jaxlib\": \"0.0.1\"}'")
+    tuned = xtat.jit(mlp, db=db)
+    with pytest.warns(UserWarning, match="stale"):
+        tuned(*tiny_mlp().args)
+    assert tuned.lookups()[0].options == {}
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 1  # never deleted
+
+
+def test_jit_with_option_rejected_by_this_xla_falls_back(db):
+    _record(db)
+    with sqlite3.connect(db) as con:
+        con.execute("""UPDATE results SET config='{"codegen": {"xla_option_from_the_future": true}}'""")
+    tuned = xtat.jit(mlp, db=db)
+    with pytest.warns(UserWarning, match="rejected"):
+        out = tuned(*tiny_mlp().args)
+    assert np.isfinite(out[0])
+
+
+def test_jit_with_corrupt_database_falls_back(tmp_path):
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"SQLite format 3\x00" + b"\x07" * 4000)
+    before = bad.read_bytes()
+    tuned = xtat.jit(mlp, db=bad)
+    with pytest.warns(UserWarning, match="unreadable"):
+        tuned(*tiny_mlp().args)
+    assert bad.read_bytes() == before
+
+
+def test_jit_static_arguments_and_decorator_form(db):
+    @xtat.jit(db=db, static_argnums=1)
+    def scale(x, n):
+        return x * n
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert float(scale(np.float32(2.0), 3)) == 6.0
+        assert float(scale(np.float32(2.0), 4)) == 8.0

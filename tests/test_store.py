@@ -1,0 +1,77 @@
+"""The store: refuses files that are not ours without touching them; export/import."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from xtat.errors import StoreError, UserError
+from xtat.store.sqlite import SCHEMA_VERSION, Store
+
+
+def _filled(db) -> Store:
+    store = Store.open(db)
+    wid = store.upsert_workload("f" * 64, "p" * 64, "w", {"jaxlib": "x"}, {})
+    run = store.begin_run(wid, {})
+    t = store.start_trial(wid, run, {}, "{}")
+    store.finish_trial(t, "ok", median_s=1e-3, ci_low_s=9e-4, ci_high_s=1.1e-3, samples=[1e-3] * 3)
+    t = store.start_trial(wid, run, {"codegen": {"a": 1}}, '{"codegen":{"a":1}}')
+    store.finish_trial(t, "crash", error="worker killed by SIGSEGV")
+    store.add_result(wid, run, False, {}, 1e-3, 1e-3, None, {"reason": "none"})
+    return store
+
+
+def test_not_ours_and_corrupt_and_newer_files_are_refused_unchanged(tmp_path):
+    text = tmp_path / "notes.db"
+    text.write_text("hello")
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as con:
+        con.execute("CREATE TABLE t (x)")
+    newer = tmp_path / "newer.db"
+    _filled(newer).close()
+    with sqlite3.connect(newer) as con:
+        con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    truncated = tmp_path / "truncated.db"
+    _filled(truncated).close()
+    truncated.write_bytes(truncated.read_bytes()[:3000])
+    for path, message in ((text, "not an SQLite"), (foreign, "not xtat"), (newer, "newer"),
+                          (truncated, "corrupt|integrity|unreadable")):
+        before = path.read_bytes()
+        with pytest.raises(StoreError, match=message):
+            Store.open(path)
+        assert path.read_bytes() == before
+
+
+def test_export_import_round_trip_and_idempotence(tmp_path):
+    document = _filled(tmp_path / "a.db").export()
+    target = Store.open(tmp_path / "b.db")
+    assert target.import_(json.loads(json.dumps(document))) == {"workloads": 1, "trials": 2, "results": 1}
+    assert target.import_(document) == {"workloads": 0, "trials": 0, "results": 0}
+    exported = target.export()
+    assert [t["status"] for t in exported["workloads"][0]["trials"]] == ["ok", "crash"]
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.update(xtat_export=2), "not an xtat export"),
+    (lambda d: d["workloads"][0]["trials"][0].update(status="great"), "status"),
+    (lambda d: d["workloads"][0]["trials"][0].update(median_s="fast"), "median_s"),
+    (lambda d: d["workloads"][0]["trials"][0].update(pickle="gASVAAAAAAAAAAB9lC4="), "unknown field"),
+    (lambda d: d["workloads"][0]["trials"][1].update(config_key="{}"), "config_key"),
+    (lambda d: d["workloads"][0].pop("fingerprint"), "lacks field"),
+])
+def test_malformed_import_writes_nothing(tmp_path, mutate, message):
+    document = _filled(tmp_path / "a.db").export()
+    mutate(document)
+    target = Store.open(tmp_path / "b.db")
+    with pytest.raises(UserError, match=message):
+        target.import_(document)
+    assert target.export()["workloads"] == []
+
+
+def test_trial_status_is_final_once(tmp_path):
+    store = _filled(tmp_path / "a.db")
+    wid = store.workloads()[0].id
+    with pytest.raises(StoreError, match="final status"):
+        store.start_trial(wid, None, {}, "{}")
