@@ -84,3 +84,26 @@ def test_workload_failing_under_default_compile_writes_nothing(db):
     with pytest.raises(UserError, match="fails to trace"):
         xtat.tune(xtat.Workload(raises, (jnp.ones((2, 2)),)), db=db, budget=2)
     assert not db.exists() or _rows(db) == []
+
+
+def test_significantly_faster_candidate_is_adopted_after_reverification(db, monkeypatch):
+    # TEST-ONLY fault: every call of the default build sleeps 2 ms, so every
+    # candidate is genuinely faster when timed.
+    monkeypatch.setenv("XTAT_FAULT", "default:run:slow")
+    result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, **FAST)
+    assert result.adopted and result.speedup_ci[0] > 1.0
+    assert result.best_config != {}
+    chosen = next(f for f in result.finalists if f["config"] == result.best_config)
+    assert chosen["verified_on_second_inputs"] is True
+    store = Store.open(db, read_only=True)
+    latest = store.latest_result(store.workloads()[0].id)
+    assert latest.adopted and latest.config == result.best_config
+
+
+def test_finalist_failing_on_second_inputs_is_demoted_never_adopted(db, monkeypatch):
+    monkeypatch.setenv("XTAT_FAULT", "default:run:slow;*:verify:wrong")
+    result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, **FAST)
+    assert not result.adopted and result.best_config == {}
+    statuses = [status for _, key, status, _, error in _rows(db) if key != "{}"]
+    assert statuses == ["wrong_result", "wrong_result"]
+    assert all("make_inputs(1)" in error for _, key, _, _, error in _rows(db) if key != "{}")

@@ -313,20 +313,23 @@ def _finalize(captured: Capture, store: Store, session: _Session, workload_id: i
                 "speedup_ci": (1.0, 1.0), "adopted": False, "best_config": {},
                 "message": "no significant improvement: no candidate beat the default"}, 0.0
 
-    spent = 0.0
-    start = time.perf_counter()
+    spent = 0.0  # compile and measurement time inside the worker, not its start-up
     measured: list[dict] = []
     try:
         worker = session.worker(fresh=True)
-        ids = [DEFAULT_ID]
-        worker.request("compile", session.compile_deadline_s, id=DEFAULT_ID, options={}, is_default=True)
-        for t in candidates:
-            reply = worker.request("compile", session.compile_deadline_s, id=config_id(t.config),
-                                   options=compile_options(t.config))
+        ids = []
+        for cid, config in [(DEFAULT_ID, {}), *((config_id(t.config), t.config) for t in candidates)]:
+            reply = worker.request("compile", session.compile_deadline_s, id=cid, options=compile_options(config),
+                                   is_default=not config)
             if reply.get("ok"):
-                ids.append(config_id(t.config))
+                ids.append(cid)
+                spent += reply["compile_s"]
+        if DEFAULT_ID not in ids:
+            raise WorkerFailure("compile_error", "the default no longer compiles in a fresh worker")
         deadline = session.measure_deadline_s * (1 + settings.rounds / max(settings.samples, 1))
+        start = time.perf_counter()
         reply = worker.request("interleave", deadline, ids=ids, rounds=settings.rounds, timing=settings.timing)
+        spent += time.perf_counter() - start
         samples = reply["samples"]
     except WorkerFailure as failure:
         session.pool.discard()
@@ -334,8 +337,7 @@ def _finalize(captured: Capture, store: Store, session: _Session, workload_id: i
                          {"reason": f"finalist re-measurement failed: {failure.status}: {failure.error}"})
         return {**base, "best_ms": base["default_ms"], "best_ci_ms": base["default_ci_ms"], "speedup": 1.0,
                 "speedup_ci": (1.0, 1.0), "adopted": False, "best_config": {},
-                "message": f"no significant improvement: finalist re-measurement failed ({failure.status})"}, 0.0
-    spent += time.perf_counter() - start
+                "message": f"no significant improvement: finalist re-measurement failed ({failure.status})"}, spent
     base_samples = samples[DEFAULT_ID]
     d_median, d_low, d_high = median_ci(base_samples, seed=settings.seed)
     for t in candidates:
@@ -354,8 +356,15 @@ def _finalize(captured: Capture, store: Store, session: _Session, workload_id: i
         if m["speedup_ci"][0] <= 1.0:
             continue
         if captured.verify_inputs is not None:
-            check = worker.request("verify", session.measure_deadline_s, id=m["id"], input_set="verify",
-                                   tolerance=settings.tolerance)
+            try:
+                check = worker.request("verify", session.measure_deadline_s, id=m["id"], input_set="verify",
+                                       tolerance=settings.tolerance)
+            except WorkerFailure as failure:
+                session.pool.discard()
+                check = {"ok": False, "error": f"{failure.status}: {failure.error}"}
+                worker = session.worker(fresh=True)
+                for cid, config in ((c["id"], c["config"]) for c in measured):
+                    worker.request("compile", session.compile_deadline_s, id=cid, options=compile_options(config))
             m["verified_on_second_inputs"] = bool(check.get("ok"))
             if not check.get("ok"):
                 store.demote_trial(m["trial"], f"failed re-verification on make_inputs(1): {check.get('mismatch') or check.get('error')}")

@@ -7,6 +7,7 @@ serialization, so workers never import the user's code.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -36,5 +37,92 @@ def build(exported, args: tuple, kwargs: dict, options: dict[str, object]) -> Bu
     lowered = jax.jit(exported.call).lower(*args, **kwargs)
     compiled = lowered.compile(compiler_options=options or None)
     compile_s = time.perf_counter() - start
-    payload, _, _ = serialize_executable.serialize(compiled)
-    return Built(compiled, hashlib.sha256(payload).hexdigest(), compile_s)
+    return Built(compiled, executable_identity(compiled), compile_s)
+
+
+def executable_identity(compiled) -> str:
+    """sha256 of what the machine will run, without the options that asked for it.
+
+    jaxlib's serialized executable embeds the compile options (and, inside
+    the HLO module, the debug options), so two configs that produce the same
+    machine code would never hash equal. On CPU the serialization is a
+    length-prefixed metadata block, then {1: CompilationResultProto,
+    2: CompileOptionsProto}; we hash the optimized HLO text and every field of
+    the compilation result except the module-with-config (buffer assignment,
+    thunks, symbols, object files, target machine). Elsewhere, fall back to
+    the whole serialization.
+    """
+    text = compiled.as_text()
+    digest = hashlib.sha256(text.encode())
+    try:
+        payload = compiled.runtime_executable().serialize()
+        length, start = _varint(payload, 0)
+        result = dict(_fields(payload[start + length:])).get(1)
+        parts = [(n, v) for n, v in _fields(result) if n != 1] if result else []
+        if not any(n == 8 for n, _ in parts):  # no object files: not the layout we know
+            raise ValueError("unknown executable layout")
+        module = _module_name(text)
+        for number, value in parts:
+            if number == 6 and module:  # thunk sequence: drop the per-compile module id
+                value = _without_module_id(value, module)
+            digest.update(number.to_bytes(2, "little") + len(value).to_bytes(8, "little") + value)
+    except Exception:
+        digest.update(serialize_executable.serialize(compiled)[0])
+    return digest.hexdigest()
+
+
+def _module_name(hlo_text: str) -> bytes:
+    first = hlo_text.split("\n", 1)[0]
+    return first.split()[1].rstrip(",").encode() if first.startswith("HloModule ") else b""
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _without_module_id(thunks: bytes, module: bytes) -> bytes:
+    """Each ThunkInfo is {module_name: 2, module_id: 3}; the id is a process-wide
+    counter that differs on every compile, so it must not reach the hash."""
+    name_field = b"\x12" + _encode_varint(len(module)) + module
+    return re.sub(re.escape(name_field) + rb"\x18[\x80-\xff]*[\x00-\x7f]", lambda m: name_field, thunks)
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        byte = data[i]
+        i += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return result, i
+
+
+def _fields(data: bytes) -> list[tuple[int, bytes]]:
+    """Top-level fields of a protobuf message; varints re-encoded as their bytes."""
+    out, i = [], 0
+    while i < len(data):
+        tag, i = _varint(data, i)
+        number, wire = tag >> 3, tag & 7
+        if wire == 2:
+            length, i = _varint(data, i)
+            out.append((number, data[i : i + length]))
+            i += length
+        elif wire == 0:
+            start = i
+            _, i = _varint(data, i)
+            out.append((number, data[start:i]))
+        elif wire == 1:
+            out.append((number, data[i : i + 8]))
+            i += 8
+        elif wire == 5:
+            out.append((number, data[i : i + 4]))
+            i += 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+    return out

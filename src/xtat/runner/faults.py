@@ -5,8 +5,11 @@ a chosen candidate crash, hang or lie with real processes:
 
     XTAT_FAULT="<config_id>:<phase>:<kind>[;...]"
 
-phase is `compile` or `run`; kind is one of KINDS. `*` as config_id matches
-every candidate except the default. Nothing in normal operation sets it.
+phase is `compile`, `run` or `verify` (the check on make_inputs(1)); kind is
+one of KINDS. `*` as config_id matches every candidate except the default,
+`default` matches the default. `slow` adds 2 ms to every call of the build
+(to make the others look faster); `wrong` perturbs its outputs by 1%.
+Nothing in normal operation sets XTAT_FAULT.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 import signal
 import time
 
-KINDS = ("segfault", "abort", "hang", "hang_hard", "raise", "oom", "exit")
+KINDS = ("segfault", "abort", "hang", "hang_hard", "raise", "oom", "exit", "slow", "wrong")
 
 
 def _rules() -> list[tuple[str, str, str]]:
@@ -28,11 +31,22 @@ def _rules() -> list[tuple[str, str, str]]:
     return rules
 
 
+def _matching(config_id: str, phase: str, is_default: bool) -> list[str]:
+    return [kind for rule_id, rule_phase, kind in _rules()
+            if rule_phase == phase and (rule_id == config_id or (rule_id == "*" and not is_default))]
+
+
+def slowdown_s(config_id: str) -> float:
+    return 0.002 if "slow" in _matching(config_id, "run", config_id == "default") else 0.0
+
+
+def corrupts(config_id: str, phase: str) -> bool:
+    return "wrong" in _matching(config_id, phase, config_id == "default")
+
+
 def inject(config_id: str, phase: str, is_default: bool) -> None:
     """Misbehave as XTAT_FAULT asks for this candidate and phase, else return."""
-    for rule_id, rule_phase, kind in _rules():
-        if rule_phase != phase or (rule_id != config_id and not (rule_id == "*" and not is_default)):
-            continue
+    for kind in _matching(config_id, phase, is_default):
         if kind == "segfault":
             ctypes.string_at(0)
         elif kind == "abort":

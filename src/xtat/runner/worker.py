@@ -34,6 +34,7 @@ class Worker:
         self.inputs: dict[str, tuple[tuple, dict]] = {}
         self.reference: dict[str, list[np.ndarray]] = {}
         self.built: dict[str, object] = {}
+        self.slowdown_s: dict[str, float] = {}
 
     # -- requests -----------------------------------------------------------
 
@@ -67,6 +68,7 @@ class Worker:
         except Exception as exc:
             return {"ok": False, "status": "oom" if _is_oom(exc) else "compile_error", "error": _error_text(exc)}
         self.built[id] = built
+        self.slowdown_s[id] = faults.slowdown_s(id)
         return {"ok": True, "compile_s": built.compile_s, "exe_hash": built.exe_hash}
 
     def _call(self, id: str, input_set: str):
@@ -74,12 +76,19 @@ class Worker:
 
         args, kwargs = self.inputs[input_set]
         out = self.built[id].compiled(*args, **kwargs)
+        if self.slowdown_s.get(id):
+            time.sleep(self.slowdown_s[id])  # test-only fault
         return jax.block_until_ready(out)
 
-    def _outputs(self, id: str, input_set: str) -> list[np.ndarray]:
+    def _outputs(self, id: str, input_set: str, phase: str = "run") -> list[np.ndarray]:
         import jax
 
-        return [np.asarray(leaf) for leaf in jax.tree.leaves(self._call(id, input_set))]
+        from xtat.runner import faults
+
+        outputs = [np.asarray(leaf) for leaf in jax.tree.leaves(self._call(id, input_set))]
+        if faults.corrupts(id, phase):
+            outputs = [o * 1.01 if np.issubdtype(o.dtype, np.inexact) else o for o in outputs]
+        return outputs
 
     def reference_outputs(self, id: str) -> dict:
         """Run the default build on every input set and keep its outputs as the reference."""
@@ -93,7 +102,8 @@ class Worker:
     def _check(self, id: str, input_set: str, tolerance: dict) -> dict:
         from xtat.runner.verify import Tolerance, compare
 
-        result = compare(self._outputs(id, input_set), self.reference[input_set], Tolerance(**tolerance))
+        phase = "verify" if input_set == "verify" else "run"
+        result = compare(self._outputs(id, input_set, phase), self.reference[input_set], Tolerance(**tolerance))
         return {
             "verified": result.ok,
             "max_abs_err": _finite_or_none(result.max_abs_err),
@@ -127,7 +137,7 @@ class Worker:
     def verify(self, id: str, input_set: str, tolerance: dict) -> dict:
         from xtat.runner import faults
 
-        faults.inject(id, "run", False)
+        faults.inject(id, "verify", False)
         if input_set not in self.inputs:
             return {"ok": False, "status": "run_error", "error": f"no input set {input_set!r}"}
         try:
