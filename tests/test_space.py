@@ -61,3 +61,11 @@ def test_compare_nan_positions_tolerance_and_dtypes():
     assert compare(far, ref, Tolerance(rtol=0.1)).ok
     assert not compare([ref[0], np.array([1, 3], np.int32)], ref, Tolerance()).ok
     assert not compare([ref[0].astype(np.float64), ref[1]], ref, Tolerance()).ok
+
+
+def test_near_zero_elements_are_judged_against_the_output_scale():
+    ref = [np.array([1.0, 1e-4, -0.5], np.float32)]
+    reordered = [np.array([1.0, 1.3e-4, -0.5], np.float32)]  # off by 30% of a tiny element
+    assert compare(reordered, ref, Tolerance()).ok
+    wrong = [np.array([1.0, 5e-3, -0.5], np.float32)]  # off by 0.5% of the output's scale
+    assert not compare(wrong, ref, Tolerance()).ok

@@ -200,10 +200,10 @@ def _tune(captured: Capture, space: Space, store: Store, session: _Session, sett
 
     strategy = SweepThenRandom(space, settings.seed)
     considered = new_trials = 0
+    used_s = 0.0  # time spent on the trials considered so far, resumed ones included
     best_s: float | None = None
-    search_start = time.perf_counter()
     while settings.budget is None or considered < settings.budget:
-        if settings.time_s is not None and time.perf_counter() - search_start > settings.time_s and considered > 0:
+        if settings.time_s is not None and used_s >= settings.time_s:
             break
         config = strategy.ask()
         if config is None:
@@ -218,6 +218,7 @@ def _tune(captured: Capture, space: Space, store: Store, session: _Session, sett
             worker_s += spent
             new_trials += 1
         considered += 1
+        used_s += trial.spent_s or 0.0
         if not config and trial.status == "ok":
             session.set_deadlines(trial.compile_s or default_compile_s,
                                   max((trial.worker_s or 0) - (trial.compile_s or 0), 0.1))
@@ -243,6 +244,13 @@ def _measure(store: Store, session: _Session, workload_id: int, run_id: int, con
              is_default: bool) -> tuple[Trial, float]:
     """Compile, deduplicate, verify and time one config; always leaves a final status."""
     trial_id = store.start_trial(workload_id, run_id, config, key)
+    started = time.perf_counter()
+
+    def finish(status: str, **fields) -> None:
+        # spent_s is the wall time of this trial: the --time budget sums it, so a
+        # resumed run stops where the uninterrupted one would have.
+        store.finish_trial(trial_id, status, spent_s=time.perf_counter() - started, **fields)
+
     cid = DEFAULT_ID if is_default else config_id(config)
     tolerance = session.settings.tolerance
     spent = 0.0
@@ -251,15 +259,16 @@ def _measure(store: Store, session: _Session, workload_id: int, run_id: int, con
         reply = worker.request("compile", session.compile_deadline_s, id=cid, options=compile_options(config),
                                is_default=is_default)
         if not reply.get("ok"):
-            store.finish_trial(trial_id, reply["status"], error=reply.get("error"))
+            _discard_after_oom(session, reply)
+            finish(reply["status"], error=reply.get("error"))
             return store.trial(workload_id, key), spent  # type: ignore[return-value]
         spent += reply["compile_s"]
         compile_s, exe_hash = reply["compile_s"], reply["exe_hash"]
         same = store.measured_with_hash(workload_id, exe_hash)
         if same is not None:
             worker.request("release", session.compile_deadline_s, ids=[cid])
-            store.finish_trial(
-                trial_id, "duplicate", compile_s=compile_s, exe_hash=exe_hash, same_as=same.id,
+            finish(
+                "duplicate", compile_s=compile_s, exe_hash=exe_hash, same_as=same.id,
                 median_s=same.median_s, ci_low_s=same.ci_low_s, ci_high_s=same.ci_high_s,
                 error=None if same.status == "ok" else f"same executable as trial {same.id} ({same.status})",
                 worker_s=compile_s,
@@ -269,21 +278,28 @@ def _measure(store: Store, session: _Session, workload_id: int, run_id: int, con
                                timing=session.settings.timing, is_default=is_default)
         worker.request("release", session.compile_deadline_s, ids=[cid])
         if not reply.get("ok"):
-            store.finish_trial(trial_id, reply["status"], error=reply.get("error"), compile_s=compile_s,
+            _discard_after_oom(session, reply)
+            finish(reply["status"], error=reply.get("error"), compile_s=compile_s,
                                exe_hash=exe_hash, max_abs_err=reply.get("max_abs_err"),
                                max_rel_err=reply.get("max_rel_err"))
             return store.trial(workload_id, key), spent  # type: ignore[return-value]
         spent += reply["measure_s"]
-        store.finish_trial(
-            trial_id, "ok", compile_s=compile_s, exe_hash=exe_hash, median_s=reply["median_s"],
+        finish(
+            "ok", compile_s=compile_s, exe_hash=exe_hash, median_s=reply["median_s"],
             ci_low_s=reply["ci_s"][0], ci_high_s=reply["ci_s"][1], samples=reply["samples"],
             max_abs_err=reply.get("max_abs_err"), max_rel_err=reply.get("max_rel_err"),
             worker_s=compile_s + reply["measure_s"],
         )
     except WorkerFailure as failure:
         session.pool.discard()
-        store.finish_trial(trial_id, failure.status, error=failure.error)
+        finish(failure.status, error=failure.error)
     return store.trial(workload_id, key), spent  # type: ignore[return-value]
+
+
+def _discard_after_oom(session: _Session, reply: dict) -> None:
+    """After an out-of-memory the next candidate starts in a fresh process with all memory free."""
+    if reply.get("status") == "oom":
+        session.pool.discard()
 
 
 def _finalize(captured: Capture, store: Store, session: _Session, workload_id: int, run_id: int,

@@ -152,8 +152,16 @@ def capture(workload: Workload) -> Capture:
             f"workload {workload.display_name!r} fails to trace under jax.jit: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
+    # Export a flat function of the input leaves, so that custom pytree nodes
+    # (optimizer states, dataclasses) need no serialization of their own.
+    leaves, in_tree = jax.tree.flatten((workload.args, kwargs))
+
+    def flat(*flat_args):
+        args, kw = jax.tree.unflatten(in_tree, flat_args)
+        return jax.tree.leaves(workload.fn(*args, **kw))
+
     try:
-        exported = jax.export.export(jitted)(*workload.args, **kwargs).serialize()
+        exported = jax.export.export(jax.jit(flat))(*leaves).serialize()
     except Exception as exc:
         raise UserError(
             f"workload {workload.display_name!r} cannot be exported for isolated measurement "

@@ -37,7 +37,8 @@ def tune(
     target: Optional[str] = typer.Argument(None, help="package.module:attr or path/to/file.py:attr; "
                                            "default: the built-in MoE training step."),
     budget: Optional[int] = typer.Option(40, help="Configs to consider, the default and resumed ones included."),
-    time: Optional[float] = typer.Option(None, "--time", help="Wall-clock limit of the search, seconds."),
+    time: Optional[float] = typer.Option(None, "--time", help="Time budget of the search in seconds, resumed "
+                                         "trials' time included (default: none; 60 without TARGET)."),
     db: Optional[Path] = DbOption,
     seed: int = typer.Option(0, help="Seed of the search."),
     allow_numerics_change: bool = typer.Option(False, help="Also search options that relax numerics."),
@@ -52,6 +53,8 @@ def tune(
 
     try:
         workload = load_target(target or DEFAULT_TARGET)
+        if target is None and time is None:
+            time = 60.0  # the built-in workload's quick start takes about a minute
         settings = TuneSettings(budget=budget, time_s=time, seed=seed, allow_numerics_change=allow_numerics_change,
                                 rtol=rtol, atol=atol,
                                 options=tuple(o.strip() for o in options.split(",") if o.strip()) if options else None)

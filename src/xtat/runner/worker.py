@@ -50,7 +50,7 @@ class Worker:
             if path.exists():
                 with np.load(path, allow_pickle=False) as data:
                     leaves = [jax.device_put(data[f"arr_{i}"]) for i in range(len(data.files))]
-                self.inputs[name] = jax.tree.unflatten(self.exported.in_tree, leaves)
+                self.inputs[name] = (tuple(leaves), {})  # the exported program takes flat leaves
             ref = self.folder / f"reference_{name}.npz"
             if ref.exists():
                 with np.load(ref, allow_pickle=False) as data:

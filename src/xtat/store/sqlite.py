@@ -63,6 +63,7 @@ CREATE TABLE IF NOT EXISTS trials (
     max_rel_err REAL,
     same_as INTEGER REFERENCES trials(id),
     worker_s REAL,
+    spent_s REAL,
     created_at REAL NOT NULL,
     finished_at REAL,
     UNIQUE (workload_id, config_key)
@@ -102,6 +103,7 @@ class Trial:
     max_rel_err: float | None
     same_as: int | None
     worker_s: float | None
+    spent_s: float | None
     created_at: float
 
     @property
@@ -303,7 +305,7 @@ class Store:
         if status not in FINAL_STATUSES:
             raise ValueError(f"unknown trial status {status!r}")
         allowed = {"error", "compile_s", "exe_hash", "median_s", "ci_low_s", "ci_high_s", "samples",
-                   "max_abs_err", "max_rel_err", "same_as", "worker_s"}
+                   "max_abs_err", "max_rel_err", "same_as", "worker_s", "spent_s"}
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"unknown trial fields {sorted(unknown)}")
@@ -337,7 +339,7 @@ class Store:
             median_s=row["median_s"], ci_low_s=row["ci_low_s"], ci_high_s=row["ci_high_s"],
             samples=json.loads(row["samples"]) if row["samples"] else None,
             max_abs_err=row["max_abs_err"], max_rel_err=row["max_rel_err"], same_as=row["same_as"],
-            worker_s=row["worker_s"], created_at=row["created_at"],
+            worker_s=row["worker_s"], spent_s=row["spent_s"], created_at=row["created_at"],
         )
 
     # -- results --------------------------------------------------------------
@@ -407,11 +409,12 @@ class Store:
                     cur = con.execute(
                         "INSERT OR IGNORE INTO trials (workload_id, config_key, config, status, error, compile_s, "
                         "exe_hash, median_s, ci_low_s, ci_high_s, samples, max_abs_err, max_rel_err, worker_s, "
-                        "created_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "spent_s, created_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         (workload_id, t["config_key"], json.dumps(t["config"]), t["status"], t.get("error"),
                          t.get("compile_s"), t.get("exe_hash"), t.get("median_s"), t.get("ci_low_s"),
                          t.get("ci_high_s"), json.dumps(t["samples"]) if t.get("samples") else None,
-                         t.get("max_abs_err"), t.get("max_rel_err"), t.get("worker_s"), t["created_at"],
+                         t.get("max_abs_err"), t.get("max_rel_err"), t.get("worker_s"), t.get("spent_s"),
+                         t["created_at"],
                          time.time()),
                     )
                     counts["trials"] += cur.rowcount
@@ -436,7 +439,7 @@ def _trial_json(t: Trial) -> dict:
         "config": t.config, "config_key": t.config_key, "status": t.status, "error": t.error,
         "compile_s": t.compile_s, "exe_hash": t.exe_hash, "median_s": t.median_s, "ci_low_s": t.ci_low_s,
         "ci_high_s": t.ci_high_s, "samples": t.samples, "max_abs_err": t.max_abs_err,
-        "max_rel_err": t.max_rel_err, "worker_s": t.worker_s, "created_at": t.created_at,
+        "max_rel_err": t.max_rel_err, "worker_s": t.worker_s, "spent_s": t.spent_s, "created_at": t.created_at,
     }
 
 

@@ -5,20 +5,21 @@ an MoE feed-forward layer in every other block) trained with optax adamw.
 The MoE layer follows GShard: top-2 gating, per-expert capacity, and dispatch
 through one-hot dispatch/combine tensors contracted with einsum. This mixes
 the ops an XLA autotuner cares about (matmuls, softmax, layer norms, large
-one-hot einsums, cumulative sums, scatter-free routing) into one program.
+one-hot einsums, top-k, a matmul-based cumulative sum) into one program.
 
 Parameters come from a fixed random init and inputs from a seeded numpy
 generator, so the workload is reproducible and needs no data or weights.
 
     moe_train_step(size="small")      -> Workload(train_step, (params, opt_state, tokens, targets))
-    moe_inference_step(size="small")  -> Workload(forward, (params, tokens))
+    moe_inference_step(size="small")  -> Workload(inference_step, (params, tokens))
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 import flax.linen as nn
 import jax
@@ -43,33 +44,42 @@ class MoEConfig:
     vocab: int
     seq_len: int
     batch: int
-    top_k: int = 2  # GShard/GLaM top-2 gating; the router code below assumes 2
+    top_k: int = 2  # GShard/GLaM top-2 gating
     capacity_factor: float = 1.25
     moe_every: int = 2  # GLaM: layer i is MoE when i % moe_every == moe_every - 1
+    group_size: int | None = None  # tokens per routing group; None: the whole batch
     aux_loss_weight: float = 0.01
     learning_rate: float = 1e-3
     weight_decay: float = 0.01
 
     @property
+    def tokens_per_group(self) -> int:
+        # GShard routes within groups of tokens; capacity is per group. Large
+        # batches need several groups, or the [G, S, E, C] one-hot tensors grow
+        # quadratically in the number of tokens.
+        return self.group_size or self.batch * self.seq_len
+
+    @property
     def expert_capacity(self) -> int:
-        # Routing groups are single sequences (GShard's "groups"), so `tokens`
-        # here is seq_len. Grouping keeps the [G, S, E, C] dispatch tensor
-        # linear in batch size rather than quadratic in total tokens.
-        return math.ceil(self.capacity_factor * self.seq_len * self.top_k / self.num_experts)
+        return math.ceil(self.capacity_factor * self.tokens_per_group * self.top_k / self.num_experts)
 
 
-SIZES: dict[str, MoEConfig] = {
-    # Tuned to compile in ~1-2 s and step in a few ms on a 2-core CPU.
+SIZES: Mapping[str, MoEConfig] = MappingProxyType({
+    # Sized for CPU: the train step compiles in ~3 s and runs in tens of ms on
+    # 2 cores; ff_dim is 2x d_model to keep the step there. One routing group
+    # spans the whole batch (512 tokens, so expert capacity 320).
     "small": MoEConfig(
-        d_model=128, num_heads=4, num_layers=2, ff_dim=512, num_experts=4,
+        d_model=128, num_heads=4, num_layers=2, ff_dim=256, num_experts=4,
         vocab=256, seq_len=64, batch=8,
     ),
-    # Closer to a real accelerator workload; not meant for CPU.
+    # Closer to a real accelerator workload; not meant for CPU. Routing groups
+    # of 1024 tokens (capacity 320) keep the one-hot dispatch tensors linear in
+    # batch size (~84 MB) instead of quadratic (~670 MB as one group).
     "large": MoEConfig(
         d_model=1024, num_heads=16, num_layers=8, ff_dim=4096, num_experts=8,
-        vocab=256, seq_len=512, batch=16,
+        vocab=256, seq_len=512, batch=16, group_size=1024,
     ),
-}
+})
 
 
 def _config(size: str) -> MoEConfig:
@@ -81,68 +91,67 @@ def _config(size: str) -> MoEConfig:
 # --------------------------------------------------------------------------- model
 
 
-def top2_routing(
-    router_logits: jax.Array, capacity: int
+def top_k_routing(
+    router_logits: jax.Array, k: int, capacity: int
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """GShard top-2 gating for routing groups.
+    """GShard-style top-k gating within routing groups.
 
     router_logits: [G, S, E]. Returns (dispatch [G, S, E, C], combine
-    [G, S, E, C], aux_loss scalar). Tokens that find their expert full get an
-    all-zero row and therefore reach the next layer only through the residual.
+    [G, S, E, C], aux_loss scalar). A choice that finds its expert full gets an
+    all-zero dispatch row; a token with every choice dropped reaches the next
+    layer only through the residual connection.
     """
-    num_experts = router_logits.shape[-1]
+    groups, seq, num_experts = router_logits.shape
     probs = jax.nn.softmax(router_logits, axis=-1)  # [G, S, E]
 
-    # First and second choice; the second excludes the first.
-    mask1 = jax.nn.one_hot(jnp.argmax(probs, axis=-1), num_experts, dtype=probs.dtype)
-    probs_wo1 = probs * (1.0 - mask1)
-    mask2 = jax.nn.one_hot(jnp.argmax(probs_wo1, axis=-1), num_experts, dtype=probs.dtype)
+    # Expert choices in order of preference. The selection is discrete, so it
+    # sees no gradient; the router learns through the gate values below.
+    _, expert_index = jax.lax.top_k(jax.lax.stop_gradient(probs), k)  # [G, S, K]
+    # [G, S, E, K], with k last because the einsums below contract over it.
+    expert_mask = jax.nn.one_hot(expert_index, num_experts, dtype=probs.dtype, axis=-2)
 
-    # Switch-Transformer load-balancing loss on the top-1 assignment, taken
-    # before capacity drops: E * sum_e (fraction routed to e) * (mean prob of e).
-    density = jnp.mean(mask1, axis=-2)  # [G, E]
-    density_proxy = jnp.mean(probs, axis=-2)  # [G, E]
+    # Gate-probability weighting: each choice is weighted by its router
+    # probability, renormalized over the k choices (GShard top-2).
+    gates = jnp.einsum("gse,gsek->gsk", probs, expert_mask)
+    gates = gates / jnp.maximum(jnp.sum(gates, axis=-1, keepdims=True), jnp.finfo(probs.dtype).eps)
+
+    # Switch-Transformer load-balancing loss on the top-1 choice, before
+    # capacity drops: E * sum_e (fraction of tokens to e) * (mean prob of e).
+    density = jnp.mean(expert_mask[..., 0], axis=1)  # [G, E]
+    density_proxy = jnp.mean(probs, axis=1)  # [G, E]
     aux_loss = jnp.mean(jnp.sum(density * density_proxy, axis=-1)) * num_experts
 
-    # Gate values: the router probabilities of the two choices, renormalized
-    # to sum to one (GShard). Done before capacity drops, so a token whose
-    # other choice overflowed keeps only its partial weight, not a full one.
-    gate1 = jnp.sum(probs * mask1, axis=-1)  # [G, S]
-    gate2 = jnp.sum(probs * mask2, axis=-1)
-    denom = jnp.maximum(gate1 + gate2, jnp.finfo(probs.dtype).eps)
-    gate1, gate2 = gate1 / denom, gate2 / denom
+    # Slot of each choice in its expert's buffer. Ordering choices k-major
+    # queues every token's first choice ahead of any second choice, so top-1
+    # traffic wins when an expert overflows. The exclusive cumulative sum is a
+    # matmul with a strictly lower-triangular matrix (the usual TPU trick),
+    # which keeps it on the matmul path instead of a sequential scan.
+    by_priority = jnp.moveaxis(expert_mask, -1, 1).reshape(groups, k * seq, num_experts)
+    earlier = jnp.tril(jnp.ones((k * seq, k * seq), probs.dtype), -1)
+    position = jnp.einsum("ts,gse->gte", earlier, by_priority)  # choices queued before
+    position = jnp.moveaxis(position.reshape(groups, k, seq, num_experts), 1, -1)  # [G, S, E, K]
+    slot = jnp.sum(position * expert_mask, axis=-2).astype(jnp.int32)  # [G, S, K]
 
-    # Slot of each token in its expert's buffer, in sequence order. Second
-    # choices queue behind all first choices, so top-1 traffic wins under load.
-    pos1 = jnp.cumsum(mask1, axis=-2) - mask1  # [G, S, E]
-    mask1 = mask1 * (pos1 < capacity)
-    used1 = jnp.sum(mask1, axis=-2, keepdims=True)  # [G, 1, E]
-    pos2 = jnp.cumsum(mask2, axis=-2) - mask2 + used1
-    mask2 = mask2 * (pos2 < capacity)
-
-    # Collapse the per-expert slot index to [G, S] and one-hot it over capacity.
-    slot1 = jax.nn.one_hot(jnp.sum(pos1 * mask1, axis=-1).astype(jnp.int32), capacity, dtype=probs.dtype)
-    slot2 = jax.nn.one_hot(jnp.sum(pos2 * mask2, axis=-1).astype(jnp.int32), capacity, dtype=probs.dtype)
-    route1 = mask1[..., None] * slot1[..., None, :]  # [G, S, E, C]
-    route2 = mask2[..., None] * slot2[..., None, :]
-
-    dispatch = route1 + route2  # 0/1; a token never takes one slot twice
-    combine = gate1[..., None, None] * route1 + gate2[..., None, None] * route2
-    # Routing decisions are discrete; gradients reach the router via the gates.
-    return jax.lax.stop_gradient(dispatch), combine, aux_loss
+    # Choices past capacity are dropped: their slot one-hot is masked to zero.
+    slot_mask = jax.nn.one_hot(slot, capacity, dtype=probs.dtype) * (slot < capacity)[..., None]
+    dispatch = jnp.einsum("gsek,gskc->gsec", expert_mask, slot_mask)  # 0/1
+    combine = jnp.einsum("gsek,gskc->gsec", expert_mask * gates[..., None, :], slot_mask)
+    return dispatch, combine, aux_loss
 
 
 class MoEFeedForward(nn.Module):
-    """Top-2 mixture of expert MLPs, dispatched by einsum over groups."""
+    """Top-k mixture of expert GELU MLPs, dispatched by einsum within routing groups."""
 
     config: MoEConfig
 
     @nn.compact
     def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         cfg = self.config
+        batch_shape = x.shape
+        x = x.reshape(-1, cfg.tokens_per_group, cfg.d_model)  # [G, S, D] routing groups
         # Router without bias, as in GShard/Switch.
         router_logits = nn.Dense(cfg.num_experts, use_bias=False, name="router")(x)
-        dispatch, combine, aux_loss = top2_routing(router_logits, cfg.expert_capacity)
+        dispatch, combine, aux_loss = top_k_routing(router_logits, cfg.top_k, cfg.expert_capacity)
 
         # Stacked expert weights: one batched matmul serves every expert.
         init = nn.initializers.variance_scaling(
@@ -151,13 +160,31 @@ class MoEFeedForward(nn.Module):
         w_in = self.param("w_in", init, (cfg.num_experts, cfg.d_model, cfg.ff_dim))
         w_out = self.param("w_out", init, (cfg.num_experts, cfg.ff_dim, cfg.d_model))
 
+        # Gather tokens into per-expert buffers [E, G, C, D], run every expert
+        # as one batched matmul, and scatter back weighted by the gates.
         expert_in = jnp.einsum("gsec,gsd->egcd", dispatch, x)
         hidden = nn.gelu(jnp.einsum("egcd,edf->egcf", expert_in, w_in))
         expert_out = jnp.einsum("egcf,efd->egcd", hidden, w_out)
-        return jnp.einsum("gsec,egcd->gsd", combine, expert_out), aux_loss
+        y = jnp.einsum("gsec,egcd->gsd", combine, expert_out)
+        return y.reshape(batch_shape), aux_loss
+
+
+class LayerNorm(nn.Module):
+    """Scale-only LayerNorm (no bias), written out in two passes."""
+
+    eps: float = 1e-6
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        scale = self.param("scale", nn.initializers.ones, (x.shape[-1],))
+        centered = x - jnp.mean(x, axis=-1, keepdims=True)
+        var = jnp.mean(centered * centered, axis=-1, keepdims=True)
+        return centered * jax.lax.rsqrt(var + self.eps) * scale
 
 
 class DenseFeedForward(nn.Module):
+    """Position-wise GELU MLP; returns a zero aux loss to match MoEFeedForward."""
+
     config: MoEConfig
 
     @nn.compact
@@ -180,7 +207,7 @@ class CausalSelfAttention(nn.Module):
         # means fewer optimizer fusions and a faster XLA compile.
         qkv = nn.DenseGeneral((3, cfg.num_heads, head_dim), use_bias=False, name="qkv")(x)
         q, k, v = qkv[..., 0, :, :], qkv[..., 1, :, :], qkv[..., 2, :, :]  # [B, S, H, Dh]
-        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(head_dim).astype(np.float32)
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) * head_dim**-0.5
         seq = x.shape[-2]
         causal = jnp.tril(jnp.ones((seq, seq), dtype=bool))
         scores = jnp.where(causal, scores, jnp.finfo(scores.dtype).min)
@@ -198,12 +225,22 @@ class Block(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         cfg = self.config
-        # Bias-free projections and norms (as in PaLM): same math class, fewer
-        # tiny parameter tensors for XLA to fuse and compile separately.
-        x = x + CausalSelfAttention(cfg, name="attn")(nn.LayerNorm(use_bias=False, name="ln_attn")(x))
+        # Bias-free projections and scale-only norms (as in PaLM/T5): fewer tiny
+        # parameter tensors, each of which costs XLA optimizer fusions to compile.
+        x = x + CausalSelfAttention(cfg, name="attn")(LayerNorm(name="ln_attn")(x))
         ffn = MoEFeedForward(cfg, name="moe") if self.use_moe else DenseFeedForward(cfg, name="mlp")
-        y, aux_loss = ffn(nn.LayerNorm(use_bias=False, name="ln_ffn")(x))
+        y, aux_loss = ffn(LayerNorm(name="ln_ffn")(x))
         return x + y, aux_loss
+
+
+def sinusoidal_positions(seq_len: int, d_model: int) -> np.ndarray:
+    """Fixed sin/cos position table (Vaswani et al.), a compile-time constant."""
+    position = np.arange(seq_len, dtype=np.float64)[:, None]
+    inv_freq = np.exp(-np.log(10000.0) * np.arange(0, d_model, 2) / d_model)
+    angles = position * inv_freq[None, :]
+    table = np.zeros((seq_len, d_model))
+    table[:, 0::2], table[:, 1::2] = np.sin(angles), np.cos(angles)
+    return table.astype(np.float32)
 
 
 class MoETransformer(nn.Module):
@@ -214,19 +251,21 @@ class MoETransformer(nn.Module):
     @nn.compact
     def __call__(self, tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
         cfg = self.config
-        embed = nn.Embed(cfg.vocab, cfg.d_model, name="embed")
-        positions = self.param(
-            "pos_embed", nn.initializers.normal(0.02), (cfg.seq_len, cfg.d_model)
-        )
-        x = embed(tokens) + positions[None, : tokens.shape[1]]
+        # Unit-variance embeddings, on the scale of the sinusoidal positions.
+        embed = self.param("embed", nn.initializers.normal(1.0), (cfg.vocab, cfg.d_model))
+        # Lookup as a one-hot matmul (the TPU-friendly form, as in T5X): its
+        # gradient is another matmul rather than a scatter-add.
+        one_hot = jax.nn.one_hot(tokens, cfg.vocab, dtype=embed.dtype)
+        x = one_hot @ embed + sinusoidal_positions(tokens.shape[1], cfg.d_model)
         aux_total = jnp.zeros((), x.dtype)
         for i in range(cfg.num_layers):
             use_moe = i % cfg.moe_every == cfg.moe_every - 1
             x, aux = Block(cfg, use_moe, name=f"layer_{i}")(x)
             aux_total = aux_total + aux
-        x = nn.LayerNorm(use_bias=False, name="final_norm")(x)
-        # Output projection tied to the input embedding (GLaM, T5).
-        return embed.attend(x), aux_total
+        x = LayerNorm(name="final_norm")(x)
+        # Output projection tied to the input embedding (GLaM, T5), scaled by
+        # 1/sqrt(d) as in Mesh TensorFlow so initial logits are O(1).
+        return (x @ embed.T) * cfg.d_model**-0.5, aux_total
 
 
 # --------------------------------------------------------------------------- data
@@ -253,7 +292,11 @@ def _build(cfg: MoEConfig) -> tuple[MoETransformer, PyTree, np.ndarray, np.ndarr
     model = MoETransformer(cfg)
     tokens, targets = synthetic_batch(cfg, seed=0)
     # The PRNG key is used only here, at build time; the steps take no keys.
-    params = model.init(jax.random.key(0), jnp.asarray(tokens))["params"]
+    # Init is jitted because eager init compiles op by op (~10 s on CPU), and
+    # uses the "rbg" generator, whose program compiles in about half the time
+    # of threefry's; the weights are fixed per seed on a given backend.
+    key = jax.random.key(0, impl="rbg")
+    params = jax.jit(model.init)(key, jnp.asarray(tokens))["params"]
     return model, params, tokens, targets
 
 
@@ -262,7 +305,10 @@ def _make_train_step(
 ) -> Callable[..., tuple[PyTree, PyTree, jax.Array]]:
     def loss_fn(params: PyTree, tokens: jax.Array, targets: jax.Array) -> jax.Array:
         logits, aux_loss = model.apply({"params": params}, tokens)
-        ce = optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
+        # Cross-entropy against one-hot labels: gathering the target logit
+        # instead would differentiate into a scatter.
+        labels = jax.nn.one_hot(targets, cfg.vocab, dtype=logits.dtype)
+        ce = optax.softmax_cross_entropy(logits, labels).mean()
         return ce + cfg.aux_loss_weight * aux_loss
 
     def train_step(
