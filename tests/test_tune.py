@@ -32,6 +32,10 @@ def test_tune_records_every_trial_and_resumes_without_new_ones(db):
     again = xtat.tune(tiny_mlp(), db=db, budget=5, options=OPTIONS, **FAST)
     assert again.new_trials == 0
     assert _rows(db) == rows
+    # Nothing new measured: the recorded decision is reported, not re-decided.
+    assert (again.adopted, again.speedup, again.best_config) == (result.adopted, result.speedup, result.best_config)
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 1
 
 
 def test_numerics_changing_candidate_is_rejected_as_wrong_result(db):

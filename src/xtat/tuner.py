@@ -131,12 +131,16 @@ class _Session:
         self.measure_deadline_s = max(s.min_deadline_s, s.deadline_factor * measure_s)
 
     def worker(self, fresh: bool = False) -> WorkerProcess:
+        return self.worker_and_start(fresh)[0]
+
+    def worker_and_start(self, fresh: bool = False) -> tuple[WorkerProcess, bool]:
+        """A loaded worker, and whether it was just started (it then holds no builds)."""
         worker, started = (self.pool.fresh(), True) if fresh else self.pool.get()
         if started:
             reply = worker.request("load", self.settings.startup_deadline_s, folder=str(self.folder))
             if not reply.get("ok"):
                 raise UserError(f"worker could not load the program: {reply.get('error')}")
-        return worker
+        return worker, started
 
     def close(self) -> None:
         self.pool.close()
@@ -232,11 +236,20 @@ def _tune(captured: Capture, space: Space, store: Store, session: _Session, sett
         if on_trial:
             on_trial(TrialEvent(considered, config, trial.status, trial.median_s, best_s, resumed))
 
-    result, spent = _finalize(captured, store, session, workload_id, run_id, settings)
-    worker_s += spent
+    latest = store.latest_result(workload_id)
+    if new_trials == 0 and latest is not None and "summary" in latest.detail:
+        # Nothing new was measured: the recorded decision stands (a rerun is a no-op).
+        summary = {**latest.detail["summary"], "message": latest.detail["summary"]["message"] + " (recorded)"}
+    else:
+        summary, spent = _finalize(captured, store, session, workload_id, settings)
+        worker_s += spent
+        speedup = (summary["speedup"], *summary["speedup_ci"]) if summary["finalists"] else None
+        store.add_result(workload_id, run_id, summary["adopted"], summary["best_config"],
+                         summary["default_ms"] / 1e3, summary["best_ms"] / 1e3, speedup, {"summary": summary})
     store.finish_run(run_id, "finished")
-    trials = store.trials(workload_id)
-    return TuneResult(**result, trials=_counts(trials), new_trials=new_trials,
+    summary["default_ci_ms"], summary["best_ci_ms"] = tuple(summary["default_ci_ms"]), tuple(summary["best_ci_ms"])
+    summary["speedup_ci"] = tuple(summary["speedup_ci"])
+    return TuneResult(**summary, trials=_counts(store.trials(workload_id)), new_trials=new_trials,
                       wall_s=time.perf_counter() - started, worker_s=worker_s, db=str(store.path))
 
 
@@ -302,7 +315,16 @@ def _discard_after_oom(session: _Session, reply: dict) -> None:
         session.pool.discard()
 
 
-def _finalize(captured: Capture, store: Store, session: _Session, workload_id: int, run_id: int,
+def _summary(base: dict, best: dict | None, adopted: bool, message: str, finalists: list[dict]) -> dict:
+    """The outcome fields of TuneResult; also stored with the result row so a rerun can report it."""
+    best = best or {"median_s": base["default_ms"] / 1e3, "ci_s": [x / 1e3 for x in base["default_ci_ms"]],
+                    "speedup": 1.0, "speedup_ci": [1.0, 1.0], "config": {}}
+    return {**base, "best_ms": best["median_s"] * 1e3, "best_ci_ms": [x * 1e3 for x in best["ci_s"]],
+            "speedup": best["speedup"], "speedup_ci": list(best["speedup_ci"]), "adopted": adopted,
+            "best_config": best["config"] if adopted else {}, "finalists": finalists, "message": message}
+
+
+def _finalize(captured: Capture, store: Store, session: _Session, workload_id: int,
               settings: TuneSettings) -> tuple[dict, float]:
     """Re-measure the top finalists interleaved with the default in a fresh worker; adopt or not."""
     trials = store.trials(workload_id)
@@ -320,17 +342,12 @@ def _finalize(captured: Capture, store: Store, session: _Session, workload_id: i
     base = {
         "workload": captured.name, "fingerprint": captured.fingerprint,
         "default_ms": default.median_s * 1e3,
-        "default_ci_ms": (default.ci_low_s * 1e3, default.ci_high_s * 1e3),  # type: ignore[operator]
+        "default_ci_ms": [default.ci_low_s * 1e3, default.ci_high_s * 1e3],  # type: ignore[operator]
     }
     if not candidates:
-        store.add_result(workload_id, run_id, False, {}, default.median_s, default.median_s, None,
-                         {"reason": "no candidate was faster than the default in the search"})
-        return {**base, "best_ms": base["default_ms"], "best_ci_ms": base["default_ci_ms"], "speedup": 1.0,
-                "speedup_ci": (1.0, 1.0), "adopted": False, "best_config": {},
-                "message": "no significant improvement: no candidate beat the default"}, 0.0
+        return _summary(base, None, False, "no significant improvement: no candidate beat the default", []), 0.0
 
     spent = 0.0  # compile and measurement time inside the worker, not its start-up
-    measured: list[dict] = []
     try:
         worker = session.worker(fresh=True)
         ids = []
@@ -349,60 +366,50 @@ def _finalize(captured: Capture, store: Store, session: _Session, workload_id: i
         samples = reply["samples"]
     except WorkerFailure as failure:
         session.pool.discard()
-        store.add_result(workload_id, run_id, False, {}, default.median_s, None, None,
-                         {"reason": f"finalist re-measurement failed: {failure.status}: {failure.error}"})
-        return {**base, "best_ms": base["default_ms"], "best_ci_ms": base["default_ci_ms"], "speedup": 1.0,
-                "speedup_ci": (1.0, 1.0), "adopted": False, "best_config": {},
-                "message": f"no significant improvement: finalist re-measurement failed ({failure.status})"}, spent
+        message = f"no significant improvement: finalist re-measurement failed ({failure.status}: {failure.error})"
+        return _summary(base, None, False, message, []), spent
+
     base_samples = samples[DEFAULT_ID]
     d_median, d_low, d_high = median_ci(base_samples, seed=settings.seed)
+    base.update(default_ms=d_median * 1e3, default_ci_ms=[d_low * 1e3, d_high * 1e3])
+    measured: list[dict] = []
     for t in candidates:
         cid = config_id(t.config)
         if cid not in samples:
             continue
         s_median, s_low, s_high = speedup_ci(base_samples, samples[cid], seed=settings.seed)
         c_median, c_low, c_high = median_ci(samples[cid], seed=settings.seed)
-        measured.append({"trial": t.id, "config": t.config, "id": cid, "median_s": c_median,
-                         "ci_s": [c_low, c_high], "speedup": s_median, "speedup_ci": [s_low, s_high]})
+        measured.append({"trial": t.id, "config": t.config, "median_s": c_median, "ci_s": [c_low, c_high],
+                         "speedup": s_median, "speedup_ci": [s_low, s_high]})
     measured.sort(key=lambda m: -m["speedup"])
-    base.update(default_ms=d_median * 1e3, default_ci_ms=(d_low * 1e3, d_high * 1e3))
 
-    chosen = None
     for m in measured:
         if m["speedup_ci"][0] <= 1.0:
             continue
         if captured.verify_inputs is not None:
-            try:
-                check = worker.request("verify", session.measure_deadline_s, id=m["id"], input_set="verify",
-                                       tolerance=settings.tolerance)
-            except WorkerFailure as failure:
-                session.pool.discard()
-                check = {"ok": False, "error": f"{failure.status}: {failure.error}"}
-                worker = session.worker(fresh=True)
-                for cid, config in ((c["id"], c["config"]) for c in measured):
-                    worker.request("compile", session.compile_deadline_s, id=cid, options=compile_options(config))
+            check = _verify_on_second_inputs(session, m, settings)
             m["verified_on_second_inputs"] = bool(check.get("ok"))
             if not check.get("ok"):
-                store.demote_trial(m["trial"], f"failed re-verification on make_inputs(1): {check.get('mismatch') or check.get('error')}")
+                reason = check.get("mismatch") or check.get("error")
+                store.demote_trial(m["trial"], f"failed re-verification on make_inputs(1): {reason}")
                 continue
-        chosen = m
-        break
+        return _summary(base, m, True, f"adopted: {m['speedup']:.3f}x faster than the default", measured), spent
+    top = measured[0] if measured else None
+    return _summary(base, top, False, "no significant improvement: the default stays", measured), spent
 
-    finalists = [{k: v for k, v in m.items() if k != "id"} for m in measured]
-    detail = {"finalists": finalists, "rounds": settings.rounds}
-    if chosen is None:
-        top = measured[0] if measured else None
-        store.add_result(workload_id, run_id, False, {}, d_median, d_median, None,
-                         {**detail, "reason": "no finalist's speedup interval lies above 1"})
-        best = top or {"median_s": d_median, "ci_s": [d_low, d_high], "speedup": 1.0, "speedup_ci": [1.0, 1.0],
-                       "config": {}}
-        return {**base, "best_ms": best["median_s"] * 1e3, "best_ci_ms": tuple(x * 1e3 for x in best["ci_s"]),
-                "speedup": best["speedup"], "speedup_ci": tuple(best["speedup_ci"]), "adopted": False,
-                "best_config": {}, "finalists": finalists,
-                "message": "no significant improvement: the default stays"}, spent
-    store.add_result(workload_id, run_id, True, chosen["config"], d_median, chosen["median_s"],
-                     (chosen["speedup"], *chosen["speedup_ci"]), detail)
-    return {**base, "best_ms": chosen["median_s"] * 1e3, "best_ci_ms": tuple(x * 1e3 for x in chosen["ci_s"]),
-            "speedup": chosen["speedup"], "speedup_ci": tuple(chosen["speedup_ci"]), "adopted": True,
-            "best_config": chosen["config"], "finalists": finalists,
-            "message": f"adopted: {chosen['speedup']:.3f}x faster than the default"}, spent
+
+def _verify_on_second_inputs(session: _Session, finalist: dict, settings: TuneSettings) -> dict:
+    """Check a finalist on make_inputs(1), rebuilding it if an earlier check killed the worker."""
+    cid = config_id(finalist["config"])
+    try:
+        worker, started = session.worker_and_start()
+        if started:
+            reply = worker.request("compile", session.compile_deadline_s, id=cid,
+                                   options=compile_options(finalist["config"]))
+            if not reply.get("ok"):
+                return reply
+        return worker.request("verify", session.measure_deadline_s, id=cid, input_set="verify",
+                              tolerance=settings.tolerance)
+    except WorkerFailure as failure:
+        session.pool.discard()
+        return {"ok": False, "error": f"{failure.status}: {failure.error}"}
