@@ -76,11 +76,8 @@ def test_hanging_candidate_is_recorded_as_timeout(db, monkeypatch):
     assert statuses['{"codegen":{"xla_backend_optimization_level":1}}'] == "timeout"
 
 
-def test_workload_failing_under_default_compile_writes_nothing(db):
+def test_workload_failing_to_trace_or_under_default_compile_writes_nothing(db, monkeypatch):
     import jax.numpy as jnp
-
-    def broken(x):
-        return jnp.linalg.cholesky(x)  # compiles; a host error would come from the run
 
     def raises(x):
         raise ValueError("boom")
@@ -88,6 +85,12 @@ def test_workload_failing_under_default_compile_writes_nothing(db):
     with pytest.raises(UserError, match="fails to trace"):
         xtat.tune(xtat.Workload(raises, (jnp.ones((2, 2)),)), db=db, budget=2)
     assert not db.exists() or _rows(db) == []
+    monkeypatch.setenv("XTAT_FAULT", "default:compile:raise")  # TEST-ONLY: the default build fails
+    with pytest.raises(UserError, match="fails under the default compile"):
+        xtat.tune(tiny_mlp(), db=db, budget=2, **FAST)
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM workloads").fetchone()[0] == 0
+    assert _rows(db) == []
 
 
 def test_significantly_faster_candidate_is_adopted_after_reverification(db, monkeypatch):

@@ -140,7 +140,27 @@ class _Session:
             reply = worker.request("load", self.settings.startup_deadline_s, folder=str(self.folder))
             if not reply.get("ok"):
                 raise UserError(f"worker could not load the program: {reply.get('error')}")
+            if not reply.get("has_reference"):
+                self._prepare_reference(worker)
         return worker, started
+
+    def _prepare_reference(self, worker: WorkerProcess) -> None:
+        """The default build's outputs become the reference (saved for later workers); its compile
+        time gives the first deadlines."""
+        deadline = self.settings.startup_deadline_s
+        try:
+            reply = worker.request("compile", deadline, id=DEFAULT_ID, options={}, is_default=True)
+            if not reply.get("ok"):
+                raise UserError(f"the workload fails under the default compile: {reply.get('error')}")
+            self.set_deadlines(reply["compile_s"], deadline / self.settings.deadline_factor)
+            reply = worker.request("reference_outputs", deadline, id=DEFAULT_ID)
+            if not reply.get("ok"):
+                raise UserError(f"the workload fails to run under the default compile: {reply.get('error')}")
+            worker.request("release", deadline, ids=[DEFAULT_ID])
+        except WorkerFailure as failure:
+            raise UserError(
+                f"the workload's default build failed in its worker: {failure.status}: {failure.error}"
+            ) from None
 
     def close(self) -> None:
         self.pool.close()
@@ -179,20 +199,13 @@ def tune(
 
 def _tune(captured: Capture, space: Space, store: Store, session: _Session, settings: TuneSettings,
           started: float, on_trial: Callable[[TrialEvent], None] | None) -> TuneResult:
-    # The default build gives the reference outputs and the first deadlines;
-    # it runs before anything is written so that a broken workload leaves no row.
-    try:
-        worker = session.worker()
-        reply = worker.request("compile", settings.startup_deadline_s, id=DEFAULT_ID, options={}, is_default=True)
-        if not reply.get("ok"):
-            raise UserError(f"the workload fails under the default compile: {reply.get('error')}")
-        default_compile_s = reply["compile_s"]
-        reply = worker.request("reference_outputs", settings.startup_deadline_s, id=DEFAULT_ID)
-        if not reply.get("ok"):
-            raise UserError(f"the workload fails to run under the default compile: {reply.get('error')}")
-    except WorkerFailure as failure:
-        raise UserError(f"the workload's default build failed in its worker: {failure.status}: {failure.error}")
-    session.set_deadlines(default_compile_s, settings.startup_deadline_s / settings.deadline_factor)
+    # A workload not seen before must build and run under the default before
+    # anything is written, so that a broken one leaves no row. A recorded one
+    # starts its worker only when something new is to be measured.
+    known = store.workload(captured.fingerprint)
+    default_trial = store.trial(known.id, config_key({})) if known else None
+    if default_trial is None or default_trial.status != "ok":
+        session.worker()
 
     identity = captured.identity
     workload_id = store.upsert_workload(
@@ -224,8 +237,7 @@ def _tune(captured: Capture, space: Space, store: Store, session: _Session, sett
         considered += 1
         used_s += trial.spent_s or 0.0
         if not config and trial.status == "ok":
-            session.set_deadlines(trial.compile_s or default_compile_s,
-                                  max((trial.worker_s or 0) - (trial.compile_s or 0), 0.1))
+            session.set_deadlines(trial.compile_s or 1.0, max((trial.worker_s or 0) - (trial.compile_s or 0), 0.1))
         elif not config:
             store.finish_run(run_id, "failed")
             raise UserError(f"the workload fails under the default compile: {trial.status}: {trial.error}")
