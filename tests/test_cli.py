@@ -53,7 +53,7 @@ def test_bad_database_is_refused_unchanged(tmp_path):
 
 
 def test_tune_json_contract_show_trials_apply_export_import(db, tmp_path):
-    result = run("tune", tiny_target("tiny_mlp"), "--db", db, "--budget", "3", "--options", OPTIONS, "--json")
+    result = run("tune", tiny_target("tiny_mlp"), "--db", db, "--budget", "3", "--options", OPTIONS, "--stages", "codegen", "--json")
     document = json.loads(result.stdout.strip().splitlines()[-1])
     for key in ("workload", "fingerprint", "default_ms", "best_ms", "speedup", "speedup_ci", "adopted", "trials",
                 "best_config"):
@@ -80,7 +80,7 @@ def test_tune_json_contract_show_trials_apply_export_import(db, tmp_path):
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(db):
     budget = 8
     args = [*XTAT, "tune", tiny_target("tiny_mlp"), "--db", str(db), "--budget", str(budget),
-            "--options", OPTIONS]
+            "--options", OPTIONS, "--stages", "codegen"]
     tuner = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
     while time.time() < deadline:

@@ -21,7 +21,7 @@ def _rows(db):
 
 
 def test_tune_records_every_trial_and_resumes_without_new_ones(db):
-    result = xtat.tune(tiny_mlp(), db=db, budget=5, options=OPTIONS, **FAST)
+    result = xtat.tune(tiny_mlp(), db=db, budget=5, options=OPTIONS, stages=("codegen",), **FAST)
     assert result.new_trials == 5
     assert sum(result.trials.values()) == 5
     rows = _rows(db)
@@ -29,7 +29,7 @@ def test_tune_records_every_trial_and_resumes_without_new_ones(db):
     assert result.default_ci_ms[0] <= result.default_ms <= result.default_ci_ms[1]
     assert result.adopted == (result.speedup_ci[0] > 1.0)
 
-    again = xtat.tune(tiny_mlp(), db=db, budget=5, options=OPTIONS, **FAST)
+    again = xtat.tune(tiny_mlp(), db=db, budget=5, options=OPTIONS, stages=("codegen",), **FAST)
     assert again.new_trials == 0
     assert _rows(db) == rows
     # Nothing new measured: the recorded decision is reported, not re-decided.
@@ -39,7 +39,7 @@ def test_tune_records_every_trial_and_resumes_without_new_ones(db):
 
 
 def test_numerics_changing_candidate_is_rejected_as_wrong_result(db):
-    result = xtat.tune(tiny_nan_max(), db=db, budget=2, options=("xla_cpu_enable_fast_min_max",),
+    result = xtat.tune(tiny_nan_max(), db=db, budget=2, options=("xla_cpu_enable_fast_min_max",), stages=("codegen",),
                        allow_numerics_change=True, rtol=1e-3, **FAST)
     rows = {status: (median, error) for _, key, status, median, error in _rows(db)}
     assert "wrong_result" in rows, rows
@@ -56,7 +56,7 @@ def test_numerics_relaxing_options_need_opt_in():
 def test_crashing_candidate_is_recorded_and_the_run_completes(db, monkeypatch):
     victim = {"codegen": {"xla_backend_optimization_level": 1}}
     monkeypatch.setenv("XTAT_FAULT", f"{config_id(victim)}:compile:segfault")
-    result = xtat.tune(tiny_mlp(), db=db, budget=5, options=OPTIONS, **FAST)
+    result = xtat.tune(tiny_mlp(), db=db, budget=5, options=OPTIONS, stages=("codegen",), **FAST)
     store = Store.open(db, read_only=True)
     trials = store.trials(store.workloads()[0].id)
     crashed = [t for t in trials if t.status == "crash"]
@@ -70,7 +70,7 @@ def test_hanging_candidate_is_recorded_as_timeout(db, monkeypatch):
     victim = {"codegen": {"xla_backend_optimization_level": 1}}
     monkeypatch.setenv("XTAT_FAULT", f"{config_id(victim)}:run:hang")
     settings = {**FAST, "min_deadline_s": 3.0, "deadline_factor": 3.0}
-    xtat.tune(tiny_mlp(), db=db, budget=4, options=OPTIONS, **settings)
+    xtat.tune(tiny_mlp(), db=db, budget=4, options=OPTIONS, stages=("codegen",), **settings)
     statuses = {key: status for _, key, status, _, _ in _rows(db)}
     assert list(statuses.values()).count("timeout") == 1
     assert statuses['{"codegen":{"xla_backend_optimization_level":1}}'] == "timeout"
@@ -87,7 +87,7 @@ def test_workload_failing_to_trace_or_under_default_compile_writes_nothing(db, m
     assert not db.exists() or _rows(db) == []
     monkeypatch.setenv("XTAT_FAULT", "default:compile:raise")  # TEST-ONLY: the default build fails
     with pytest.raises(UserError, match="fails under the default compile"):
-        xtat.tune(tiny_mlp(), db=db, budget=2, **FAST)
+        xtat.tune(tiny_mlp(), db=db, budget=2, stages=("codegen",), **FAST)
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT count(*) FROM workloads").fetchone()[0] == 0
     assert _rows(db) == []
@@ -97,7 +97,7 @@ def test_significantly_faster_candidate_is_adopted_after_reverification(db, monk
     # TEST-ONLY fault: every call of the default build sleeps 2 ms, so every
     # candidate is genuinely faster when timed.
     monkeypatch.setenv("XTAT_FAULT", "default:run:slow")
-    result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, **FAST)
+    result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), **FAST)
     assert result.adopted and result.speedup_ci[0] > 1.0
     assert result.best_config != {}
     chosen = next(f for f in result.finalists if f["config"] == result.best_config)
@@ -109,7 +109,7 @@ def test_significantly_faster_candidate_is_adopted_after_reverification(db, monk
 
 def test_finalist_failing_on_second_inputs_is_demoted_never_adopted(db, monkeypatch):
     monkeypatch.setenv("XTAT_FAULT", "default:run:slow;*:verify:wrong")
-    result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, **FAST)
+    result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), **FAST)
     assert not result.adopted and result.best_config == {}
     statuses = [status for _, key, status, _, error in _rows(db) if key != "{}"]
     assert statuses == ["wrong_result", "wrong_result"]

@@ -15,17 +15,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
 from xtat.errors import UserError
-from xtat.runner.pool import Pool, WorkerFailure, WorkerProcess
+from xtat.runner.pool import WorkerFailure
+from xtat.runner.session import DEFAULT_ID, Session
 from xtat.runner.timing import TimingPolicy, median_ci, speedup_ci
 from xtat.search.sweep import SweepThenRandom
-from xtat.space.space import Config, Space, codegen_space, compile_options, config_id, config_key
+from xtat.space.space import Config, Decision, Space, config_id, config_key
+from xtat.stages.base import STAGE_ORDER, Candidate, Context, concretize
 from xtat.store.sqlite import Store, Trial
-from xtat.workload import Capture, Workload, capture
+from xtat.workload import Capture, Workload, capture, export_flat
 
-DEFAULT_ID = "default"
+FORMULATIONS = ("joint", "staged", "alternating")
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,9 @@ class TuneSettings:
     allow_numerics_change: bool = False
     rtol: float | None = None
     atol: float | None = None
-    options: tuple[str, ...] | None = None  # restrict the search to these XLA options
+    options: tuple[str, ...] | None = None  # restrict the codegen stage to these XLA options
+    stages: tuple[str, ...] = STAGE_ORDER  # the stages whose decisions are searched
+    formulation: str = "joint"  # joint | staged | alternating
     finalists: int = 3
     rounds: int = 21  # interleaved rounds when re-measuring finalists
     min_sample_s: float = 0.02
@@ -56,6 +58,11 @@ class TuneSettings:
             raise UserError("--allow-numerics-change needs a tolerance: pass --rtol and/or --atol")
         if self.samples < 3 or self.rounds < 3:
             raise UserError("samples and rounds must be at least 3")
+        unknown = [s for s in self.stages if s not in STAGE_ORDER]
+        if unknown or not self.stages:
+            raise UserError(f"--stages {list(self.stages)}: choose one or more of {', '.join(STAGE_ORDER)}")
+        if self.formulation not in FORMULATIONS:
+            raise UserError(f"--formulation {self.formulation!r}: choose one of {', '.join(FORMULATIONS)}")
 
     @property
     def timing(self) -> dict:
@@ -97,6 +104,8 @@ class TuneResult:
     worker_s: float
     db: str
     finalists: list[dict] = field(default_factory=list)
+    no_ops: list[str] = field(default_factory=list)  # decisions that never changed the executable
+    notes: list[str] = field(default_factory=list)  # e.g. why a stage was left out
 
     def to_json(self) -> dict:
         return {
@@ -106,68 +115,24 @@ class TuneResult:
             "speedup": self.speedup, "speedup_ci": list(self.speedup_ci), "adopted": self.adopted,
             "trials": self.trials, "best_config": self.best_config, "new_trials": self.new_trials,
             "message": self.message, "wall_s": self.wall_s, "worker_s": self.worker_s, "db": self.db,
-            "finalists": self.finalists,
+            "finalists": self.finalists, "no_ops": self.no_ops, "notes": self.notes,
         }
-
-
-class _Session:
-    """The worker side of a run: a folder of inputs, a pool, deadlines."""
-
-    def __init__(self, captured: Capture, settings: TuneSettings, folder: Path):
-        self.captured = captured
-        self.settings = settings
-        self.folder = folder
-        self.pool = Pool(folder)
-        (folder / "program.bin").write_bytes(captured.exported)
-        np.savez(folder / "inputs_main.npz", *captured.inputs)
-        if captured.verify_inputs is not None:
-            np.savez(folder / "inputs_verify.npz", *captured.verify_inputs)
-        self.compile_deadline_s = settings.startup_deadline_s
-        self.measure_deadline_s = settings.startup_deadline_s
-
-    def set_deadlines(self, compile_s: float, measure_s: float) -> None:
-        s = self.settings
-        self.compile_deadline_s = max(s.min_deadline_s, s.deadline_factor * compile_s)
-        self.measure_deadline_s = max(s.min_deadline_s, s.deadline_factor * measure_s)
-
-    def worker(self, fresh: bool = False) -> WorkerProcess:
-        return self.worker_and_start(fresh)[0]
-
-    def worker_and_start(self, fresh: bool = False) -> tuple[WorkerProcess, bool]:
-        """A loaded worker, and whether it was just started (it then holds no builds)."""
-        worker, started = (self.pool.fresh(), True) if fresh else self.pool.get()
-        if started:
-            reply = worker.request("load", self.settings.startup_deadline_s, folder=str(self.folder))
-            if not reply.get("ok"):
-                raise UserError(f"worker could not load the program: {reply.get('error')}")
-            if not reply.get("has_reference"):
-                self._prepare_reference(worker)
-        return worker, started
-
-    def _prepare_reference(self, worker: WorkerProcess) -> None:
-        """The default build's outputs become the reference (saved for later workers); its compile
-        time gives the first deadlines."""
-        deadline = self.settings.startup_deadline_s
-        try:
-            reply = worker.request("compile", deadline, id=DEFAULT_ID, options={}, is_default=True)
-            if not reply.get("ok"):
-                raise UserError(f"the workload fails under the default compile: {reply.get('error')}")
-            self.set_deadlines(reply["compile_s"], deadline / self.settings.deadline_factor)
-            reply = worker.request("reference_outputs", deadline, id=DEFAULT_ID)
-            if not reply.get("ok"):
-                raise UserError(f"the workload fails to run under the default compile: {reply.get('error')}")
-            worker.request("release", deadline, ids=[DEFAULT_ID])
-        except WorkerFailure as failure:
-            raise UserError(
-                f"the workload's default build failed in its worker: {failure.status}: {failure.error}"
-            ) from None
-
-    def close(self) -> None:
-        self.pool.close()
 
 
 def _counts(trials: list[Trial]) -> dict[str, int]:
     return dict(sorted(Counter(t.status for t in trials).items()))
+
+
+def make_stages() -> list:
+    """Every stage, in order. Configs are always concretized by all of them, so
+    records made with other --stages still build the same candidate."""
+    from xtat.stages.codegen import CodegenStage
+    from xtat.stages.passes import PassesStage
+    from xtat.stages.program.stage import ProgramStage
+    from xtat.stages.runtime import RuntimeStage
+
+    runtime, program = RuntimeStage(), ProgramStage()
+    return [runtime, program, PassesStage([runtime, program]), CodegenStage()]
 
 
 def tune(
@@ -185,20 +150,106 @@ def tune(
     settings = settings or TuneSettings(**overrides)
     started = time.perf_counter()
     captured = capture(workload)
-    space = codegen_space(captured.identity.env["platform"], settings.allow_numerics_change, settings.options)
+    if "codegen" in settings.stages:  # bad --options fail here, before anything is written
+        from xtat.space.space import codegen_space
+
+        codegen_space(captured.identity.env["platform"], settings.allow_numerics_change, settings.options)
     store = Store.open(db)
     folder = Path(tempfile.mkdtemp(prefix="xtat-run-"))
-    session = _Session(captured, settings, folder)
+    kwargs = workload.kwargs or {}
+
+    def export_rewritten(program: dict) -> bytes:
+        from xtat.stages.program import rewrite
+
+        return export_flat(rewrite(workload.fn, program), workload.args, kwargs)
+
+    session = Session(folder, captured.exported, captured.inputs, captured.verify_inputs, export_rewritten,
+                      settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
     try:
-        return _tune(captured, space, store, session, settings, started, on_trial)
+        return _tune(captured, store, session, settings, started, on_trial)
     finally:
         session.close()
         store.close()
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _tune(captured: Capture, space: Space, store: Store, session: _Session, settings: TuneSettings,
-          started: float, on_trial: Callable[[TrialEvent], None] | None) -> TuneResult:
+class _Search:
+    """The search loop shared by every formulation: ask, measure or resume, tell, count."""
+
+    def __init__(self, store: Store, session: Session, workload_id: int, run_id: int, settings: TuneSettings,
+                 stages: list, on_trial: Callable[[TrialEvent], None] | None):
+        self.store, self.session, self.settings, self.stages = store, session, settings, stages
+        self.workload_id, self.run_id, self.on_trial = workload_id, run_id, on_trial
+        self.space = Space(())
+        self.considered = self.new_trials = 0
+        self.used_s = 0.0  # time spent on the trials considered so far, resumed ones included
+        self.worker_s = 0.0
+        self.best_s: float | None = None
+        self.keys: set[str] = set()  # configs considered in this run
+        self.no_ops: list[str] = []
+
+    def exhausted(self) -> bool:
+        s = self.settings
+        return (s.budget is not None and self.considered >= s.budget) or (
+            s.time_s is not None and self.used_s >= s.time_s)
+
+    def run(self, decisions: list[Decision], base: Config, budget: int | None) -> None:
+        """Search `decisions` around `base` for at most `budget` configs (None: until exhausted)."""
+        self.space = self.space.extended(decisions)
+        strategy = SweepThenRandom(decisions, self.settings.seed, base, canonical=self.space.canonical)
+        base_hash: str | None = None
+        count = 0
+        while not self.exhausted() and (budget is None or count < budget):
+            config = strategy.ask()
+            if config is None:
+                break
+            trial = self.consider(config)
+            count += 1
+            if config == self.space.canonical(base):
+                base_hash = trial.exe_hash
+            ok = trial.status in ("ok", "duplicate") and trial.median_s is not None
+            same = base_hash is not None and trial.exe_hash == base_hash and config != base
+            strategy.tell(config, trial.median_s if ok else None, same_as_base=same)
+        self.no_ops.extend(n for n in strategy.no_ops if n not in self.no_ops)
+
+    def consider(self, config: Config) -> Trial:
+        key = config_key(config)
+        recorded = self.store.trial(self.workload_id, key)
+        if key in self.keys and recorded is not None:
+            return recorded  # already considered in this run (a later stage's base): not counted again
+        resumed = recorded is not None and recorded.status != "running"
+        if resumed:
+            trial = recorded
+        else:
+            candidate = concretize(self.stages, config)
+            trial, spent = _measure(self.store, self.session, self.workload_id, self.run_id, config, candidate,
+                                    key, self.settings)
+            self.worker_s += spent
+            self.new_trials += 1
+        assert trial is not None
+        self.considered += 1
+        self.keys.add(key)
+        self.used_s += trial.spent_s or 0.0
+        if not config:
+            if trial.status != "ok":
+                raise UserError(f"the workload fails under the default compile: {trial.status}: {trial.error}")
+            self.session.set_deadlines(trial.compile_s or 1.0,
+                                       max((trial.worker_s or 0) - (trial.compile_s or 0), 0.1))
+        if trial.status in ("ok", "duplicate") and trial.median_s is not None:
+            self.best_s = trial.median_s if self.best_s is None else min(self.best_s, trial.median_s)
+        if self.on_trial:
+            self.on_trial(TrialEvent(self.considered, config, trial.status, trial.median_s, self.best_s, resumed))
+        return trial
+
+    def best_config(self) -> Config:
+        """The fastest verified config considered in this run."""
+        trials = [t for t in self.store.trials(self.workload_id)
+                  if t.config_key in self.keys and t.status in ("ok", "duplicate") and t.median_s is not None]
+        return min(trials, key=lambda t: t.median_s).config if trials else {}  # type: ignore[arg-type, return-value]
+
+
+def _tune(captured: Capture, store: Store, session: Session, settings: TuneSettings, started: float,
+          on_trial: Callable[[TrialEvent], None] | None) -> TuneResult:
     # A workload not seen before must build and run under the default before
     # anything is written, so that a broken one leaves no row. A recorded one
     # starts its worker only when something new is to be measured.
@@ -210,121 +261,123 @@ def _tune(captured: Capture, space: Space, store: Store, session: _Session, sett
     identity = captured.identity
     workload_id = store.upsert_workload(
         identity.fingerprint, identity.program, captured.name, identity.env,
-        {"avals": identity.avals, "cost": captured.cost, "left_out_options": list(space.left_out)},
+        {"avals": identity.avals, "cost": captured.cost},
     )
     run_id = store.begin_run(workload_id, asdict(settings))
-    worker_s = 0.0
-
-    strategy = SweepThenRandom(space, settings.seed)
-    considered = new_trials = 0
-    used_s = 0.0  # time spent on the trials considered so far, resumed ones included
-    best_s: float | None = None
-    while settings.budget is None or considered < settings.budget:
-        if settings.time_s is not None and used_s >= settings.time_s:
-            break
-        config = strategy.ask()
-        if config is None:
-            break
-        key = config_key(config)
-        recorded = store.trial(workload_id, key)
-        resumed = recorded is not None and recorded.status != "running"
-        if resumed:
-            trial = recorded
-        else:
-            trial, spent = _measure(store, session, workload_id, run_id, config, key, is_default=not config)
-            worker_s += spent
-            new_trials += 1
-        considered += 1
-        used_s += trial.spent_s or 0.0
-        if not config and trial.status == "ok":
-            session.set_deadlines(trial.compile_s or 1.0, max((trial.worker_s or 0) - (trial.compile_s or 0), 0.1))
-        elif not config:
-            store.finish_run(run_id, "failed")
-            raise UserError(f"the workload fails under the default compile: {trial.status}: {trial.error}")
-        ok = trial.status in ("ok", "duplicate") and trial.median_s is not None
-        strategy.tell(config, trial.median_s if ok else None)
-        if ok and (best_s is None or trial.median_s < best_s):  # type: ignore[operator]
-            best_s = trial.median_s
-        if on_trial:
-            on_trial(TrialEvent(considered, config, trial.status, trial.median_s, best_s, resumed))
+    stages = make_stages()
+    searched = [stage for stage in stages if stage.name in settings.stages]
+    workload = captured.workload
+    context = Context(workload.fn, workload.args, workload.kwargs or {}, identity.env["platform"],
+                      settings.allow_numerics_change, settings.options, session.passes_that_ran)
+    search = _Search(store, session, workload_id, run_id, settings, stages, on_trial)
+    search.consider({})  # the default first, always
+    _formulate(search, searched, context, settings)
 
     latest = store.latest_result(workload_id)
-    if new_trials == 0 and latest is not None and "summary" in latest.detail:
+    if search.new_trials == 0 and latest is not None and "summary" in latest.detail:
         # Nothing new was measured: the recorded decision stands (a rerun is a no-op).
         summary = {**latest.detail["summary"], "message": latest.detail["summary"]["message"] + " (recorded)"}
     else:
-        summary, spent = _finalize(captured, store, session, workload_id, settings)
-        worker_s += spent
+        summary, spent = _finalize(captured, store, session, workload_id, settings, stages)
+        search.worker_s += spent
+        summary["no_ops"] = search.no_ops
+        summary["notes"] = [f"{stage.name} stage left out: {stage.unavailable}" for stage in searched
+                            if getattr(stage, "unavailable", None)]
         speedup = (summary["speedup"], *summary["speedup_ci"]) if summary["finalists"] else None
         store.add_result(workload_id, run_id, summary["adopted"], summary["best_config"],
                          summary["default_ms"] / 1e3, summary["best_ms"] / 1e3, speedup, {"summary": summary})
     store.finish_run(run_id, "finished")
-    summary["default_ci_ms"], summary["best_ci_ms"] = tuple(summary["default_ci_ms"]), tuple(summary["best_ci_ms"])
-    summary["speedup_ci"] = tuple(summary["speedup_ci"])
-    return TuneResult(**summary, trials=_counts(store.trials(workload_id)), new_trials=new_trials,
-                      wall_s=time.perf_counter() - started, worker_s=worker_s, db=str(store.path))
+    summary = {**summary, "default_ci_ms": tuple(summary["default_ci_ms"]),
+               "best_ci_ms": tuple(summary["best_ci_ms"]), "speedup_ci": tuple(summary["speedup_ci"])}
+    return TuneResult(**summary, trials=_counts(store.trials(workload_id)), new_trials=search.new_trials,
+                      wall_s=time.perf_counter() - started, worker_s=search.worker_s, db=str(store.path))
 
 
-def _measure(store: Store, session: _Session, workload_id: int, run_id: int, config: Config, key: str,
-             is_default: bool) -> tuple[Trial, float]:
+def _formulate(search: _Search, stages: list, context: Context, settings: TuneSettings) -> None:
+    """The XTAT-M formulations: how the stages' spaces are derived and searched."""
+    if settings.formulation == "joint":
+        # One space over every stage, each derived on the default program.
+        decisions: list[Decision] = []
+        for stage in stages:
+            decisions += stage.discover(context, {}, decisions)
+        search.run(decisions, {}, None)
+        return
+    frozen: Config = {}
+    rounds = 1 if settings.formulation == "staged" else 1_000
+    for round_ in range(rounds):
+        before = frozen
+        for index, stage in enumerate(stages):
+            if search.exhausted():
+                return
+            # Each stage's space is derived on the program the frozen decisions produce.
+            decisions = stage.discover(context, frozen, list(search.space.decisions))
+            left = None if settings.budget is None else settings.budget - search.considered
+            share = None if left is None else max(1, left // (len(stages) - index))
+            if settings.formulation == "alternating" and settings.budget is not None:
+                share = max(2, min(share or 2, settings.budget // (2 * len(stages))))
+            search.run(decisions, frozen, share)
+            frozen = search.best_config()
+        if settings.formulation == "alternating" and frozen == before:
+            return  # a whole round without improvement
+
+
+def _measure(store: Store, session: Session, workload_id: int, run_id: int, config: Config, candidate: Candidate,
+             key: str, settings: TuneSettings) -> tuple[Trial, float]:
     """Compile, deduplicate, verify and time one config; always leaves a final status."""
     trial_id = store.start_trial(workload_id, run_id, config, key)
     started = time.perf_counter()
 
-    def finish(status: str, **fields) -> None:
+    def finish(status: str, **fields) -> Trial:
         # spent_s is the wall time of this trial: the --time budget sums it, so a
         # resumed run stops where the uninterrupted one would have.
         store.finish_trial(trial_id, status, spent_s=time.perf_counter() - started, **fields)
+        return store.trial(workload_id, key)  # type: ignore[return-value]
 
+    is_default = not config
     cid = DEFAULT_ID if is_default else config_id(config)
-    tolerance = session.settings.tolerance
     spent = 0.0
     try:
-        worker = session.worker()
-        reply = worker.request("compile", session.compile_deadline_s, id=cid, options=compile_options(config),
-                               is_default=is_default)
+        worker = session.worker(candidate.env)
+        reply = session.compile(worker, cid, candidate, is_default=is_default)
         if not reply.get("ok"):
-            _discard_after_oom(session, reply)
-            finish(reply["status"], error=reply.get("error"))
-            return store.trial(workload_id, key), spent  # type: ignore[return-value]
+            _discard_after_oom(session, candidate, reply)
+            return finish(reply["status"], error=reply.get("error")), spent
         spent += reply["compile_s"]
         compile_s, exe_hash = reply["compile_s"], reply["exe_hash"]
         same = store.measured_with_hash(workload_id, exe_hash)
         if same is not None:
             worker.request("release", session.compile_deadline_s, ids=[cid])
-            finish(
+            return finish(
                 "duplicate", compile_s=compile_s, exe_hash=exe_hash, same_as=same.id,
                 median_s=same.median_s, ci_low_s=same.ci_low_s, ci_high_s=same.ci_high_s,
                 error=None if same.status == "ok" else f"same executable as trial {same.id} ({same.status})",
                 worker_s=compile_s,
-            )
-            return store.trial(workload_id, key), spent  # type: ignore[return-value]
-        reply = worker.request("measure", session.measure_deadline_s, id=cid, tolerance=tolerance,
-                               timing=session.settings.timing, is_default=is_default)
+            ), spent
+        reply = worker.request("measure", session.measure_deadline_s, id=cid, tolerance=settings.tolerance,
+                               timing=settings.timing, is_default=is_default)
         worker.request("release", session.compile_deadline_s, ids=[cid])
         if not reply.get("ok"):
-            _discard_after_oom(session, reply)
-            finish(reply["status"], error=reply.get("error"), compile_s=compile_s,
-                               exe_hash=exe_hash, max_abs_err=reply.get("max_abs_err"),
-                               max_rel_err=reply.get("max_rel_err"))
-            return store.trial(workload_id, key), spent  # type: ignore[return-value]
+            _discard_after_oom(session, candidate, reply)
+            return finish(reply["status"], error=reply.get("error"), compile_s=compile_s, exe_hash=exe_hash,
+                          max_abs_err=reply.get("max_abs_err"), max_rel_err=reply.get("max_rel_err")), spent
         spent += reply["measure_s"]
-        finish(
+        return finish(
             "ok", compile_s=compile_s, exe_hash=exe_hash, median_s=reply["median_s"],
             ci_low_s=reply["ci_s"][0], ci_high_s=reply["ci_s"][1], samples=reply["samples"],
             max_abs_err=reply.get("max_abs_err"), max_rel_err=reply.get("max_rel_err"),
             worker_s=compile_s + reply["measure_s"],
-        )
+        ), spent
     except WorkerFailure as failure:
-        session.pool.discard()
-        finish(failure.status, error=failure.error)
-    return store.trial(workload_id, key), spent  # type: ignore[return-value]
+        session.discard(candidate.env)
+        return finish(failure.status, error=failure.error), spent
+    except UserError as exc:  # the program stage could not rewrite this config
+        return finish("compile_error", error=str(exc)), spent
 
 
-def _discard_after_oom(session: _Session, reply: dict) -> None:
+def _discard_after_oom(session: Session, candidate: Candidate, reply: dict) -> None:
     """After an out-of-memory the next candidate starts in a fresh process with all memory free."""
     if reply.get("status") == "oom":
-        session.pool.discard()
+        session.discard(candidate.env)
 
 
 def _summary(base: dict, best: dict | None, adopted: bool, message: str, finalists: list[dict]) -> dict:
@@ -333,12 +386,13 @@ def _summary(base: dict, best: dict | None, adopted: bool, message: str, finalis
                     "speedup": 1.0, "speedup_ci": [1.0, 1.0], "config": {}}
     return {**base, "best_ms": best["median_s"] * 1e3, "best_ci_ms": [x * 1e3 for x in best["ci_s"]],
             "speedup": best["speedup"], "speedup_ci": list(best["speedup_ci"]), "adopted": adopted,
-            "best_config": best["config"] if adopted else {}, "finalists": finalists, "message": message}
+            "best_config": best["config"] if adopted else {}, "finalists": finalists, "message": message,
+            "no_ops": [], "notes": []}
 
 
-def _finalize(captured: Capture, store: Store, session: _Session, workload_id: int,
-              settings: TuneSettings) -> tuple[dict, float]:
-    """Re-measure the top finalists interleaved with the default in a fresh worker; adopt or not."""
+def _finalize(captured: Capture, store: Store, session: Session, workload_id: int, settings: TuneSettings,
+              stages: list) -> tuple[dict, float]:
+    """Re-measure the top finalists interleaved with the default in fresh workers; adopt or not."""
     trials = store.trials(workload_id)
     default = next((t for t in trials if not t.config and t.status == "ok"), None)
     assert default is not None and default.median_s is not None
@@ -359,27 +413,16 @@ def _finalize(captured: Capture, store: Store, session: _Session, workload_id: i
     if not candidates:
         return _summary(base, None, False, "no significant improvement: no candidate beat the default", []), 0.0
 
-    spent = 0.0  # compile and measurement time inside the worker, not its start-up
+    builds = [(DEFAULT_ID, Candidate()), *((config_id(t.config), concretize(stages, t.config)) for t in candidates)]
+    start = time.perf_counter()
     try:
-        worker = session.worker(fresh=True)
-        ids = []
-        for cid, config in [(DEFAULT_ID, {}), *((config_id(t.config), t.config) for t in candidates)]:
-            reply = worker.request("compile", session.compile_deadline_s, id=cid, options=compile_options(config),
-                                   is_default=not config)
-            if reply.get("ok"):
-                ids.append(cid)
-                spent += reply["compile_s"]
-        if DEFAULT_ID not in ids:
-            raise WorkerFailure("compile_error", "the default no longer compiles in a fresh worker")
-        deadline = session.measure_deadline_s * (1 + settings.rounds / max(settings.samples, 1))
-        start = time.perf_counter()
-        reply = worker.request("interleave", deadline, ids=ids, rounds=settings.rounds, timing=settings.timing)
-        spent += time.perf_counter() - start
-        samples = reply["samples"]
+        samples = session.interleave(builds, settings.rounds, settings.timing)
     except WorkerFailure as failure:
-        session.pool.discard()
         message = f"no significant improvement: finalist re-measurement failed ({failure.status}: {failure.error})"
-        return _summary(base, None, False, message, []), spent
+        return _summary(base, None, False, message, []), time.perf_counter() - start
+    spent = time.perf_counter() - start
+    if DEFAULT_ID not in samples:
+        return _summary(base, None, False, "no significant improvement: the default failed to rebuild", []), spent
 
     base_samples = samples[DEFAULT_ID]
     d_median, d_low, d_high = median_ci(base_samples, seed=settings.seed)
@@ -399,7 +442,7 @@ def _finalize(captured: Capture, store: Store, session: _Session, workload_id: i
         if m["speedup_ci"][0] <= 1.0:
             continue
         if captured.verify_inputs is not None:
-            check = _verify_on_second_inputs(session, m, settings)
+            check = _verify_on_second_inputs(session, concretize(stages, m["config"]), m, settings)
             m["verified_on_second_inputs"] = bool(check.get("ok"))
             if not check.get("ok"):
                 reason = check.get("mismatch") or check.get("error")
@@ -410,18 +453,18 @@ def _finalize(captured: Capture, store: Store, session: _Session, workload_id: i
     return _summary(base, top, False, "no significant improvement: the default stays", measured), spent
 
 
-def _verify_on_second_inputs(session: _Session, finalist: dict, settings: TuneSettings) -> dict:
-    """Check a finalist on make_inputs(1), rebuilding it if an earlier check killed the worker."""
+def _verify_on_second_inputs(session: Session, candidate: Candidate, finalist: dict,
+                             settings: TuneSettings) -> dict:
+    """Check a finalist on make_inputs(1), rebuilding it if an earlier check killed its worker."""
     cid = config_id(finalist["config"])
     try:
-        worker, started = session.worker_and_start()
+        worker, started = session.worker_and_start(candidate.env)
         if started:
-            reply = worker.request("compile", session.compile_deadline_s, id=cid,
-                                   options=compile_options(finalist["config"]))
+            reply = session.compile(worker, cid, candidate)
             if not reply.get("ok"):
                 return reply
         return worker.request("verify", session.measure_deadline_s, id=cid, input_set="verify",
                               tolerance=settings.tolerance)
     except WorkerFailure as failure:
-        session.pool.discard()
+        session.discard(candidate.env)
         return {"ok": False, "error": f"{failure.status}: {failure.error}"}

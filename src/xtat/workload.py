@@ -141,6 +141,21 @@ def _flat_numpy(args: tuple, kwargs: dict, what: str) -> list[np.ndarray]:
     return out
 
 
+def export_flat(fn: Callable, args: tuple, kwargs: dict) -> bytes:
+    """jax.export of fn as a function of the flat input leaves returning flat output leaves.
+
+    Flat so that custom pytree nodes (optimizer states, dataclasses) need no
+    serialization of their own; workers feed the same leaves to every program.
+    """
+    leaves, in_tree = jax.tree.flatten((args, kwargs))
+
+    def flat(*flat_args):
+        a, kw = jax.tree.unflatten(in_tree, flat_args)
+        return jax.tree.leaves(fn(*a, **kw))
+
+    return bytes(jax.export.export(jax.jit(flat))(*leaves).serialize())
+
+
 def capture(workload: Workload) -> Capture:
     """Trace and lower the workload once; everything the tuner keys on comes from here."""
     kwargs = workload.kwargs or {}
@@ -152,16 +167,8 @@ def capture(workload: Workload) -> Capture:
             f"workload {workload.display_name!r} fails to trace under jax.jit: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    # Export a flat function of the input leaves, so that custom pytree nodes
-    # (optimizer states, dataclasses) need no serialization of their own.
-    leaves, in_tree = jax.tree.flatten((workload.args, kwargs))
-
-    def flat(*flat_args):
-        args, kw = jax.tree.unflatten(in_tree, flat_args)
-        return jax.tree.leaves(workload.fn(*args, **kw))
-
     try:
-        exported = jax.export.export(jax.jit(flat))(*leaves).serialize()
+        exported = export_flat(workload.fn, workload.args, kwargs)
     except Exception as exc:
         raise UserError(
             f"workload {workload.display_name!r} cannot be exported for isolated measurement "
@@ -186,7 +193,7 @@ def capture(workload: Workload) -> Capture:
     return Capture(
         workload=workload,
         identity=Identity.of(lowered),
-        exported=bytes(exported),
+        exported=exported,
         inputs=inputs,
         verify_inputs=verify_inputs,
         cost=cost,

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from xtat.errors import UserError
+from xtat.stages.base import STAGE_ORDER
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="xtat: autotune XLA for a JAX program.")
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -45,6 +46,8 @@ def tune(
     rtol: Optional[float] = typer.Option(None, help="Relative tolerance (with --allow-numerics-change)."),
     atol: Optional[float] = typer.Option(None, help="Absolute tolerance (with --allow-numerics-change)."),
     options: Optional[str] = typer.Option(None, help="Comma-separated XLA options to search (default: all curated)."),
+    stages: str = typer.Option(",".join(STAGE_ORDER), help="Stages whose decisions are searched."),
+    formulation: str = typer.Option("joint", help="joint | staged | alternating."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
@@ -57,7 +60,9 @@ def tune(
             time = 60.0  # the built-in workload's quick start takes about a minute
         settings = TuneSettings(budget=budget, time_s=time, seed=seed, allow_numerics_change=allow_numerics_change,
                                 rtol=rtol, atol=atol,
-                                options=tuple(o.strip() for o in options.split(",") if o.strip()) if options else None)
+                                options=tuple(o.strip() for o in options.split(",") if o.strip()) if options else None,
+                                stages=tuple(s.strip() for s in stages.split(",") if s.strip()),
+                                formulation=formulation)
     except UserError as exc:
         _fail(str(exc))
     failures = 0
@@ -89,6 +94,10 @@ def tune(
     console.print(f"trials {result.trials}  new {result.new_trials}  wall {result.wall_s:.1f} s  db {result.db}")
     if result.adopted:
         console.print(f"config {json.dumps(result.best_config)}")
+    if result.no_ops:
+        console.print(f"no-op decisions (never changed the executable): {', '.join(result.no_ops)}")
+    for note in result.notes:
+        console.print(f"note: {note}")
     if as_json:
         keys = ("workload", "fingerprint", "default_ms", "best_ms", "speedup", "speedup_ci", "adopted", "trials",
                 "best_config")

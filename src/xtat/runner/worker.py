@@ -29,7 +29,7 @@ def _is_oom(exc: BaseException) -> bool:
 
 class Worker:
     def __init__(self) -> None:
-        self.exported = None
+        self.programs: dict[str, object] = {}  # exported programs by file name
         self.folder: Path | None = None
         self.inputs: dict[str, tuple[tuple, dict]] = {}
         self.reference: dict[str, list[np.ndarray]] = {}
@@ -44,7 +44,6 @@ class Worker:
         from xtat.build.builder import load_program
 
         self.folder = Path(folder)
-        self.exported = load_program((self.folder / "program.bin").read_bytes())
         for name in INPUT_SETS:
             path = self.folder / f"inputs_{name}.npz"
             if path.exists():
@@ -57,14 +56,22 @@ class Worker:
                     self.reference[name] = [data[f"arr_{i}"] for i in range(len(data.files))]
         return {"ok": True, "input_sets": sorted(self.inputs), "has_reference": sorted(self.reference)}
 
-    def compile(self, id: str, options: dict, is_default: bool = False) -> dict:
+    def _program(self, name: str):
+        from xtat.build.builder import load_program
+
+        assert self.folder is not None and "/" not in name
+        if name not in self.programs:
+            self.programs[name] = load_program((self.folder / name).read_bytes())
+        return self.programs[name]
+
+    def compile(self, id: str, program: str, options: dict, is_default: bool = False) -> dict:
         from xtat.build.builder import build
         from xtat.runner import faults
 
         faults.inject(id, "compile", is_default)
         args, kwargs = self.inputs["main"]
         try:
-            built = build(self.exported, args, kwargs, options)
+            built = build(self._program(program), args, kwargs, options)
         except Exception as exc:
             return {"ok": False, "status": "oom" if _is_oom(exc) else "compile_error", "error": _error_text(exc)}
         self.built[id] = built
@@ -146,18 +153,19 @@ class Worker:
             return {"ok": False, "status": "oom" if _is_oom(exc) else "run_error", "error": _error_text(exc)}
         return {"ok": check["verified"], **check}
 
-    def interleave(self, ids: list[str], rounds: int, timing: dict) -> dict:
-        """Time several builds in alternation (ABCABC...): paired rounds."""
-        from xtat.runner.timing import TimingPolicy, calibrate, sample
+    def calibrate(self, id: str, timing: dict) -> dict:
+        """Inner repeats for one sample of this build (the first call also warms it up)."""
+        from xtat.runner.timing import TimingPolicy, calibrate
 
-        policy = TimingPolicy(**timing)
-        calls = {id: (lambda id=id: self._call(id, "main")) for id in ids}
-        inner = {id: calibrate(calls[id], policy) for id in ids}
-        samples: dict[str, list[float]] = {id: [] for id in ids}
-        for _ in range(rounds):
-            for id in ids:
-                samples[id].append(sample(calls[id], inner[id]))
-        return {"ok": True, "samples": samples, "inner": inner}
+        call = lambda: self._call(id, "main")  # noqa: E731
+        call()
+        return {"ok": True, "inner": calibrate(call, TimingPolicy(**timing))}
+
+    def sample(self, id: str, inner: int) -> dict:
+        """One timing sample; the parent interleaves samples of several builds (ABCABC...)."""
+        from xtat.runner.timing import sample
+
+        return {"ok": True, "seconds": sample(lambda: self._call(id, "main"), inner)}
 
     def release(self, ids: list[str]) -> dict:
         for id in ids:
@@ -174,7 +182,15 @@ def _error_text(exc: BaseException) -> str:
     return text if len(text) < 4000 else text[:4000] + " ..."
 
 
+def _pin_cpus() -> None:
+    """Runtime stage: XLA's thread pool follows the affinity at start-up, so set it before jax loads."""
+    cpus = os.environ.get("XTAT_CPUS")
+    if cpus:
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+
+
 def main() -> None:
+    _pin_cpus()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

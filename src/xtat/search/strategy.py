@@ -11,5 +11,6 @@ class Strategy(Protocol):
     def ask(self) -> Config | None:
         """The next config to measure, or None when the strategy is done."""
 
-    def tell(self, config: Config, seconds: float | None) -> None:
-        """The measured median (None: failed or rejected) of a config it asked for."""
+    def tell(self, config: Config, seconds: float | None, same_as_base: bool = False) -> None:
+        """The measured median of a config it asked for (None: failed or rejected), and
+        whether its executable was identical to the base config's."""

@@ -28,6 +28,25 @@ class Decision:
     values: tuple
     default: object
     relaxes_numerics: bool = False
+    # Conditional decision: active only when each (stage, id, value) holds,
+    # e.g. a fusion barrier on CPU only survives with cse_barrier_expander off.
+    requires: tuple[tuple[str, str, object], ...] = ()
+
+    def admits(self, value: object) -> bool:
+        return any(v == value and type(v) is type(value) for v in self.values)
+
+
+def is_active(decision: Decision, config: Config) -> bool:
+    return all(config.get(stage, {}).get(id) == value for stage, id, value in decision.requires)
+
+
+def merge(*configs: Config) -> Config:
+    """Later configs override earlier ones, decision by decision."""
+    out: Config = {}
+    for config in configs:
+        for stage, decisions in config.items():
+            out.setdefault(stage, {}).update(decisions)
+    return out
 
 
 @dataclass(frozen=True)
@@ -54,13 +73,21 @@ class Space:
                         f"config names unknown decision {stage}.{decision_id}; "
                         "see `xtat space` for the decisions of this workload"
                     )
-                if value not in decision.values or type(value) is not type(decision.default):
+                if not decision.admits(value):
                     raise UserError(
                         f"config value {value!r} for {stage}.{decision_id} is not one of {list(decision.values)}"
                     )
                 if value != decision.default:
                     out.setdefault(stage, {})[decision_id] = value
-        return {stage: dict(sorted(d.items())) for stage, d in sorted(out.items())}
+        # Inactive conditional decisions change nothing: drop them so equal programs share a key.
+        for decision in self.decisions:
+            if decision.requires and decision.id in out.get(decision.stage, {}) and not is_active(decision, out):
+                del out[decision.stage][decision.id]
+        return {stage: dict(sorted(d.items())) for stage, d in sorted(out.items()) if d}
+
+    def extended(self, decisions: "tuple[Decision, ...] | list[Decision]") -> "Space":
+        known = self.by_key()
+        return Space(self.decisions + tuple(d for d in decisions if (d.stage, d.id) not in known), self.left_out)
 
 
 def config_key(config: Config) -> str:

@@ -1,0 +1,1 @@
+"""Compiler stages of the XTAT-M formulation: runtime, program, passes, codegen."""

@@ -1,0 +1,13 @@
+"""The program stage: decisions taken by rewriting the traced jaxpr.
+
+    discover(fn, args, kwargs=None, *, max_barriers=16) -> list[Decision]
+    rewrite(fn, decisions) -> Callable
+    knob(name, choices, default) -> value
+
+See `points.py` for the decision id format.
+"""
+
+from xtat.stages.program.knobs import knob
+from xtat.stages.program.rewrite import STAGE, discover, rewrite
+
+__all__ = ["STAGE", "discover", "knob", "rewrite"]

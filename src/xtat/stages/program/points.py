@@ -1,0 +1,223 @@
+"""Decision points of one jaxpr level, and where nested jaxprs hang.
+
+Id format (stable across re-traces of the same program; nothing in it depends
+on object identity or variable names):
+
+    location   top-level equation i            -> "i"
+               equation j in the k-th nested    -> "<loc of the owner>.k/j"
+               jaxpr of that equation
+               (k counts the equation's jaxpr-valued params in sorted param
+               name order, tuples element by element: cond branches 0..n-1,
+               while body_jaxpr=0 / cond_jaxpr=1, every other owner 0)
+    scan       "scan@<loc>:len<length>:<input avals>"
+    layout     "dot_general@<loc>:<lhs aval>,<rhs aval>"
+    barrier    "barrier@<prefix><p>><c>:<producer prim>><consumer prim>:<edge aval>"
+               (p, c: producer and consumer equations of one jaxpr; prefix
+               is that jaxpr's location prefix, "" at the top level)
+    knob       "knob:<name>"
+
+Avals are written "f32[8,16]"; a list of avals longer than 64 characters is
+replaced by "<n>avals#<sha1 prefix>" to keep ids short.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from jax._src import core  # Jaxpr, ClosedJaxpr, Literal, DropVar, JaxprEqn
+
+SCAN = "scan"
+DOT = "dot_general"
+BARRIER = "barrier"
+KINDS = (SCAN, DOT, BARRIER)
+
+SCAN_UNROLLS = (1, 2, 4, 8, 16)  # offered when < length
+FULL_UNROLL_MAX = 64  # full unroll (unroll=length) offered up to this length
+
+LAYOUT_DEFAULT, LAYOUT_LHS_T, LAYOUT_RHS_T = "default", "lhs_t", "rhs_t"
+
+# Ops XLA fuses into loop/reduction fusions: a barrier between two of them can
+# split a fusion. Layout-changing and data-movement ops are left out on purpose.
+ELEMENTWISE = frozenset(
+    """abs acos acosh add add_any and asin asinh atan atan2 atanh cbrt ceil clamp
+    complex conj convert_element_type copy cos cosh digamma div eq erf erf_inv erfc
+    exp exp2 expm1 floor ge gt imag integer_pow is_finite le lgamma log log1p
+    logistic lt max min mul ne neg nextafter not or pow real reduce_precision rem
+    round rsqrt select_n shift_left shift_right_arithmetic shift_right_logical sign
+    sin sinh sqrt square sub tan tanh xor""".split()
+)
+BROADCAST = frozenset({"broadcast_in_dim"})
+REDUCE = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or"})
+FUSIBLE = ELEMENTWISE | BROADCAST | REDUCE
+
+
+@dataclass(frozen=True)
+class Point:
+    """A decision point found in one jaxpr level."""
+
+    kind: str
+    id: str
+    eqn: int  # the equation it applies to (the consumer, for barriers)
+    values: tuple
+    default: object
+    producer: int = -1  # barriers only
+    size: int = 0  # barriers only: bytes of the edge, to rank them
+
+
+def short_aval(aval: Any) -> str:
+    shape = getattr(aval, "shape", None)
+    dtype = getattr(aval, "dtype", None)
+    if shape is None or dtype is None:
+        return str(aval)
+    itemsize = _itemsize(dtype)
+    if itemsize is None:  # extended dtypes (PRNG keys) have no numpy name
+        return f"{dtype}[{','.join(str(d) for d in shape)}]"
+    name = np.dtype(dtype).name.replace("float", "f").replace("uint", "u").replace("int", "i").replace("complex", "c")
+    return f"{name}[{','.join(str(d) for d in shape)}]"
+
+
+def _itemsize(dtype: Any) -> int | None:
+    if dtype is None:
+        return None
+    try:
+        return np.dtype(dtype).itemsize
+    except TypeError:
+        return None
+
+
+def aval_list(avals: list[Any]) -> str:
+    text = ",".join(short_aval(a) for a in avals)
+    if len(text) <= 64:
+        return text
+    return f"{len(avals)}avals#{hashlib.sha1(text.encode()).hexdigest()[:10]}"
+
+
+def id_location(decision_id: str) -> str | None:
+    """The location part of a structural id, or None if the id has no such form."""
+    kind, at, rest = decision_id.partition("@")
+    if not at or kind not in KINDS:
+        return None
+    location, colon, _ = rest.partition(":")
+    return location if colon and location else None
+
+
+def sub_jaxprs(eqn: core.JaxprEqn) -> list[tuple[str, int, core.Jaxpr | core.ClosedJaxpr]]:
+    """Nested jaxprs of an equation as (param name, tuple index or -1, jaxpr), in id order."""
+    out = []
+    for name in sorted(eqn.params):
+        value = eqn.params[name]
+        if isinstance(value, (core.Jaxpr, core.ClosedJaxpr)):
+            out.append((name, -1, value))
+        elif isinstance(value, tuple):
+            out.extend((name, i, v) for i, v in enumerate(value) if isinstance(v, (core.Jaxpr, core.ClosedJaxpr)))
+    return out
+
+
+def replace_sub_jaxprs(params: dict, new: dict[tuple[str, int], core.Jaxpr | core.ClosedJaxpr]) -> dict:
+    """params with the given nested jaxprs replaced (keys as in `sub_jaxprs`)."""
+    params = dict(params)
+    for (name, index), jaxpr in new.items():
+        if index < 0:
+            params[name] = jaxpr
+        else:
+            items = list(params[name])
+            items[index] = jaxpr
+            params[name] = type(params[name])(items) if type(params[name]) is tuple else params[name]._make(items)
+    return params
+
+
+def level_points(jaxpr: core.Jaxpr, prefix: str) -> list[Point]:
+    """Every decision point of this jaxpr level (nested jaxprs not included), in equation order."""
+    producers: dict[core.Var, int] = {}
+    points: list[Point] = []
+    for i, eqn in enumerate(jaxpr.eqns):
+        name = eqn.primitive.name
+        loc = f"{prefix}{i}"
+        if name == SCAN:
+            point = _scan_point(eqn, loc, i)
+            if point is not None:
+                points.append(point)
+        elif name == DOT:
+            point = _dot_point(eqn, loc, i)
+            if point is not None:
+                points.append(point)
+        if name in FUSIBLE:
+            points.extend(_barrier_points(eqn, i, prefix, producers, jaxpr))
+            if len(eqn.outvars) == 1 and not isinstance(eqn.outvars[0], core.DropVar):
+                producers[eqn.outvars[0]] = i
+    return points
+
+
+def _scan_point(eqn: core.JaxprEqn, loc: str, i: int) -> Point | None:
+    length = int(eqn.params["length"])
+    default = eqn.params["unroll"]
+    if isinstance(default, bool):  # lax.scan stores ints, but be safe
+        default = max(length, 1) if default else 1
+    values = {u for u in SCAN_UNROLLS if u < length}
+    if 1 < length <= FULL_UNROLL_MAX:
+        values.add(length)  # unroll=length is what lax.scan's unroll=True becomes
+    values.add(int(default))
+    if len(values) < 2:
+        return None
+    in_avals = [v.aval for v in eqn.invars]
+    return Point(SCAN, f"{SCAN}@{loc}:len{length}:{aval_list(in_avals)}", i, tuple(sorted(values)), int(default))
+
+
+def transposable(aval: Any, contract: tuple, batch: tuple) -> tuple[int, int] | None:
+    """(contracting dim, free dim) when swapping them physically is well defined and not a no-op."""
+    shape = getattr(aval, "shape", None)
+    if shape is None or len(contract) != 1 or len(shape) != len(batch) + 2:
+        return None
+    (c,) = contract
+    (f,) = [d for d in range(len(shape)) if d != c and d not in batch]
+    if shape[c] == 1 or shape[f] == 1:  # a transpose of a size-1 axis is a bitcast
+        return None
+    return int(c), int(f)
+
+
+def _dot_point(eqn: core.JaxprEqn, loc: str, i: int) -> Point | None:
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lhs, rhs = (v.aval for v in eqn.invars)
+    values = [LAYOUT_DEFAULT]
+    if transposable(lhs, tuple(lc), tuple(lb)):
+        values.append(LAYOUT_LHS_T)
+    if transposable(rhs, tuple(rc), tuple(rb)):
+        values.append(LAYOUT_RHS_T)
+    if len(values) < 2:
+        return None
+    return Point(DOT, f"{DOT}@{loc}:{short_aval(lhs)},{short_aval(rhs)}", i, tuple(values), LAYOUT_DEFAULT)
+
+
+def _barrier_points(
+    eqn: core.JaxprEqn, c: int, prefix: str, producers: dict[core.Var, int], jaxpr: core.Jaxpr
+) -> Iterator[Point]:
+    seen: set[core.Var] = set()
+    for var in eqn.invars:
+        if isinstance(var, core.Literal) or var in seen:
+            continue
+        seen.add(var)
+        p = producers.get(var)
+        if p is None:
+            continue
+        aval = var.aval
+        itemsize = _itemsize(getattr(aval, "dtype", None))
+        if itemsize is None or not hasattr(aval, "shape"):
+            continue
+        size = math.prod(aval.shape) * itemsize
+        if size == 0:
+            continue
+        producer = jaxpr.eqns[p].primitive.name
+        yield Point(
+            BARRIER,
+            f"{BARRIER}@{prefix}{p}>{c}:{producer}>{eqn.primitive.name}:{short_aval(aval)}",
+            c,
+            (False, True),
+            False,
+            producer=p,
+            size=size,
+        )

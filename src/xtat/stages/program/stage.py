@@ -1,0 +1,39 @@
+"""Program stage adapter: the jaxpr rewriter's decision points as a Stage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from xtat.errors import UserError
+from xtat.space.space import Config, Decision
+from xtat.stages.base import Candidate, Context
+from xtat.stages.passes import CSE_BARRIER_EXPANDER
+
+BARRIER_PREFIX = "barrier@"
+
+
+class ProgramStage:
+    name = "program"
+
+    def __init__(self) -> None:
+        self.unavailable: str | None = None  # why the program could not be rewritten, if so
+
+    def discover(self, context: Context, frozen: Config, earlier: list[Decision]) -> list[Decision]:
+        from xtat.stages.program import discover
+
+        try:
+            decisions = discover(context.fn, context.args, context.kwargs)
+        except UserError as exc:
+            # Tuned without the program stage; the reason goes into the run's report.
+            self.unavailable = str(exc)
+            return []
+        if context.platform == "cpu":
+            # On CPU cse_barrier_expander strips optimization barriers: a barrier
+            # decision is live only with that pass disabled.
+            requires = (("passes", CSE_BARRIER_EXPANDER, True),)
+            decisions = [replace(d, requires=requires) if d.id.startswith(BARRIER_PREFIX) else d
+                         for d in decisions]
+        return decisions
+
+    def apply(self, values: dict[str, object], candidate: Candidate) -> Candidate:
+        return replace(candidate, program={**candidate.program, **values}) if values else candidate
