@@ -153,6 +153,11 @@ def nested_jit(x, w):
     return inner(x) * 3.0
 
 
+def linear_solve(x, w):
+    a = jnp.tanh(w) * 0.1 + jnp.eye(4) * 2.0
+    return jnp.linalg.solve(a, jnp.exp(x.T) * 2.0).sum(axis=0)  # custom_linear_solve inside
+
+
 def two_knobs(x, w):
     # Both knobs pick between mathematically equal implementations.
     chunks = knob("chunks", [1, 2, 4], 1)
@@ -174,6 +179,7 @@ CASES = {
     "custom_jvp": (custom_jvp_fn, {"dot_general", "barrier"}),
     "checkpoint": (checkpointed, {"scan", "barrier"}),
     "nested_jit": (nested_jit, {"scan", "barrier"}),
+    "linear_solve": (linear_solve, {"barrier"}),
     "two_knobs": (two_knobs, {"knob", "dot_general", "barrier"}),
 }
 
@@ -190,7 +196,9 @@ def test_every_decision_non_default_keeps_outputs(name):
     _assert_same(fn(X, W), jax.jit(rewritten)(X, W))
 
 
-@pytest.mark.parametrize("name", ["plain_scan", "custom_vjp", "custom_jvp", "checkpoint", "nested_jit"])
+@pytest.mark.parametrize(
+    "name", ["plain_scan", "custom_vjp", "custom_jvp", "checkpoint", "nested_jit", "linear_solve"]
+)
 def test_grad_through_rewritten(name):
     fn, _ = CASES[name]
     rewritten = rewrite(fn, _non_default(discover(fn, (X, W))))
@@ -370,15 +378,19 @@ def test_knobs_change_the_program_and_its_decisions():
     assert {d.id for d in split} != {d.id for d in default}
     expected = fn(X, W)
     # ids of the knob-specific program apply with those knob values...
-    chosen = _non_default(split)
-    _assert_same(expected, jax.jit(rewrite(fn, chosen))(X, W))
+    chosen = {i: v for i, v in _non_default(split).items() if not i.startswith("knob:")}
+    _assert_same(expected, jax.jit(rewrite(fn, {**chosen, "knob:fused": False}))(X, W))
+    # ...not with others (chunk=4 makes another program).
+    with pytest.raises(UserError, match="not in this program"):
+        rewrite(fn, {**chosen, "knob:fused": False, "knob:chunk": 4})(X, W)
     # ...ids of the default program are inactive there, not errors...
     mixed = {**_non_default(default), "knob:fused": False}
     _assert_same(expected, jax.jit(rewrite(fn, mixed))(X, W))
-    # ...and a knob read only on the other path is inactive with the defaults.
-    _assert_same(expected, jax.jit(rewrite(fn, {"knob:chunk": 4}))(X, W))
+    # ...and a knob that neither the chosen nor the default program reads is unknown.
+    with pytest.raises(UserError, match="knob:chunk"):
+        rewrite(fn, {"knob:chunk": 4})(X, W)
     with pytest.raises(UserError, match="not one of its choices"):
-        rewrite(fn, {"knob:chunk": 3})(X, W)
+        rewrite(fn, {"knob:fused": False, "knob:chunk": 3})(X, W)
     with pytest.raises(UserError, match="knob:nope"):
         discover(fn, (X, W), knobs={"nope": 1})
 
@@ -454,9 +466,10 @@ def test_effects_are_refused():
 
 
 def test_unsupported_higher_order_primitive_is_named():
-    def solve(x):
-        matvec = lambda v: v * 2.0  # noqa: E731
-        return lax.custom_linear_solve(matvec, x, lambda mv, b: b / 2.0)
+    @jax.custom_batching.custom_vmap
+    def doubled_sin(x):
+        return jnp.sin(x) * 2.0
 
-    with pytest.raises(UserError, match="'custom_linear_solve'"):
-        discover(solve, (X,))
+    doubled_sin.def_vmap(lambda axis_size, in_batched, xs: (doubled_sin(xs), True))
+    with pytest.raises(UserError, match="'custom_vmap_call'.*tune without the program stage"):
+        discover(doubled_sin, (X,))

@@ -2,7 +2,7 @@
 
 from xtat.workload import Workload
 
-__all__ = ["Workload", "tune", "jit"]
+__all__ = ["Workload", "tune", "jit", "knob"]
 __version__ = "0.1.0"
 
 
@@ -12,6 +12,10 @@ def __getattr__(name: str):
         from xtat.tuner import tune
 
         return tune
+    if name == "knob":
+        from xtat.stages.program.knobs import knob
+
+        return knob
     if name == "jit":
         from xtat.apply.jit import jit
 

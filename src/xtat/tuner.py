@@ -187,6 +187,7 @@ class _Search:
         self.best_s: float | None = None
         self.keys: set[str] = set()  # configs considered in this run
         self.no_ops: list[str] = []
+        self.inactive: dict[str, list[str]] = {}  # requirement -> decisions that could not be active
 
     def exhausted(self) -> bool:
         s = self.settings
@@ -196,7 +197,12 @@ class _Search:
     def run(self, decisions: list[Decision], base: Config, budget: int | None) -> None:
         """Search `decisions` around `base` for at most `budget` configs (None: until exhausted)."""
         self.space = self.space.extended(decisions)
-        strategy = SweepThenRandom(decisions, self.settings.seed, base, canonical=self.space.canonical)
+        known = self.space.by_key()
+        strategy = SweepThenRandom(decisions, self.settings.seed, base, canonical=self.space.canonical,
+                                   searchable=lambda stage, id: (stage, id) in known)
+        for decision in strategy.inactive:
+            needs = ", ".join(f"{st}.{i}={v}" for st, i, v in decision.requires)
+            self.inactive.setdefault(needs, []).append(f"{decision.stage}.{decision.id}")
         base_hash: str | None = None
         count = 0
         while not self.exhausted() and (budget is None or count < budget):
@@ -283,6 +289,9 @@ def _tune(captured: Capture, store: Store, session: Session, settings: TuneSetti
         summary["no_ops"] = search.no_ops
         summary["notes"] = [f"{stage.name} stage left out: {stage.unavailable}" for stage in searched
                             if getattr(stage, "unavailable", None)]
+        summary["notes"] += [f"{len(ids)} decision(s) inactive, they need {needs} which was not searchable "
+                             f"then: {', '.join(ids[:3])}{' ...' if len(ids) > 3 else ''}"
+                             for needs, ids in search.inactive.items()]
         speedup = (summary["speedup"], *summary["speedup_ci"]) if summary["finalists"] else None
         store.add_result(workload_id, run_id, summary["adopted"], summary["best_config"],
                          summary["default_ms"] / 1e3, summary["best_ms"] / 1e3, speedup, {"summary": summary})

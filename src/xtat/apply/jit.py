@@ -18,7 +18,7 @@ from typing import Any, Callable
 import jax
 
 from xtat.errors import StoreError
-from xtat.space.space import compile_options
+from xtat.stages.base import Candidate
 from xtat.store.sqlite import Store, default_path
 from xtat.workload import Identity
 
@@ -30,6 +30,7 @@ class Lookup:
     options: dict[str, object]
     reason: str  # "adopted" | "not adopted" | "no record" | "stale" | "no database" | "unreadable"
     result_id: int | None = None
+    candidate: Candidate = Candidate()  # every stage's part of the adopted config
 
 
 def lookup(identity: Identity, db: str | Path | None) -> Lookup:
@@ -51,11 +52,35 @@ def lookup(identity: Identity, db: str | Path | None) -> Lookup:
         result = store.latest_result(record.id)
         if result is None or not result.adopted:
             return Lookup({}, "not adopted")
-        return Lookup(compile_options(result.config), "adopted", result.id)
+        candidate = deployment(result.config)
+        return Lookup(candidate.compile_options, "adopted", result.id, candidate)
     except Exception as exc:  # a damaged file must not break the caller
         return Lookup({}, f"unreadable: {exc}")
     finally:
         store.close()
+
+
+def deployment(config: dict) -> Candidate:
+    """What an adopted config asks of production: rewrites, compile options, environment."""
+    from xtat.stages.base import concretize
+    from xtat.tuner import make_stages
+
+    return concretize(make_stages(), config)
+
+
+def runtime_mismatch(candidate: Candidate) -> str | None:
+    """How this process differs from the tuned runtime environment, if it does."""
+    import os
+
+    from xtat.stages.runtime import ENV_CPUS
+
+    cpus = dict(candidate.env).get(ENV_CPUS)
+    if cpus is None:
+        return None
+    tuned, here = len(cpus.split(",")), len(os.sched_getaffinity(0))
+    if tuned == here:
+        return None
+    return f"tuned with {tuned} CPU(s), this process has {here}: start it under `taskset -c {cpus}`"
 
 
 class _Jitted:
@@ -65,6 +90,7 @@ class _Jitted:
         self._fn = fn
         self._db = db
         self._jitted = jax.jit(fn, **jit_kwargs)
+        self._jit_kwargs = jit_kwargs
         self._static_argnums = _as_tuple(jit_kwargs.get("static_argnums"))
         self._static_argnames = _as_tuple(jit_kwargs.get("static_argnames"))
         self._compiled: dict[Any, Any] = {}
@@ -99,11 +125,20 @@ class _Jitted:
             if found.reason != "not adopted":
                 self._warn(f"compiling with XLA defaults ({found.reason})")
             return lowered.compile(), found
+        candidate = found.candidate
+        mismatch = runtime_mismatch(candidate)
+        if mismatch:
+            self._warn(mismatch)
         try:
+            if candidate.program:
+                from xtat.stages.program import rewrite
+
+                rewritten = jax.jit(rewrite(self._fn, candidate.program), **self._jit_kwargs)
+                lowered = rewritten.lower(*args, **kwargs)
             return lowered.compile(compiler_options=found.options or None), found
-        except Exception as exc:  # e.g. an option removed in a newer XLA
-            self._warn(f"stored options {found.options} rejected by this XLA ({exc}); compiling with defaults")
-            return lowered.compile(), Lookup({}, f"rejected: {exc}", found.result_id)
+        except Exception as exc:  # e.g. an option removed in a newer XLA, or a rewrite that no longer applies
+            self._warn(f"adopted config {found.candidate} not applicable here ({exc}); compiling with defaults")
+            return self._jitted.lower(*args, **kwargs).compile(), Lookup({}, f"rejected: {exc}", found.result_id)
 
     def __call__(self, *args, **kwargs):
         try:

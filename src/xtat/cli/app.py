@@ -197,7 +197,7 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
           db: Optional[Path] = DbOption,
           print_: bool = typer.Option(True, "--print", help="Print the compile options and environment.")) -> None:
     """The compile options and process environment of a workload's adopted config."""
-    from xtat.space.space import compile_options
+    from xtat.apply.jit import deployment
 
     store = _open(db)
     try:
@@ -206,15 +206,52 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
         _fail(str(exc))
     result = store.latest_result(record.id)
     adopted = bool(result and result.adopted)
+    candidate = deployment(result.config) if adopted else None
+    env = dict(candidate.env) if candidate else {}
+    cpus = env.get("XTAT_CPUS")
     document = {
         "workload": record.name, "fingerprint": record.fingerprint, "adopted": adopted,
-        "compile_options": compile_options(result.config) if adopted else {},
-        "environment": {},  # runtime decisions (thread count, device count) land with the runtime stage
+        "config": result.config if adopted else {},
+        "compile_options": candidate.compile_options if candidate else {},
+        "program_rewrites": candidate.program if candidate else {},
+        "environment": {"cpu_affinity": [int(c) for c in cpus.split(",")]} if cpus else {},
+        "launch_prefix": f"taskset -c {cpus}" if cpus else "",
         "tuned_under": record.env,
-        "usage": "xtat.jit(fn, db=...) applies these automatically; or "
-                 "jax.jit(fn).lower(*args).compile(compiler_options=compile_options)",
+        "usage": "xtat.jit(fn, db=...) applies the rewrites and compile options; start the process with "
+                 "launch_prefix (if any) for the runtime decisions",
     }
     out.print_json(json.dumps(document))
+
+
+@app.command()
+def explain(target: Optional[str] = typer.Argument(None, help="The workload's TARGET, as for `xtat tune`."),
+            db: Optional[Path] = DbOption,
+            rounds: int = typer.Option(21, help="Interleaved timing rounds."),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """Each stage's share of the adopted config's speedup (ablation, measured interleaved)."""
+    from xtat.analysis.ablation import explain as run_explain
+    from xtat.tuner import TuneSettings
+    from xtat.workload import load_target
+
+    try:
+        report = run_explain(load_target(target or DEFAULT_TARGET), db=db, settings=TuneSettings(rounds=rounds))
+    except UserError as exc:
+        _fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return
+    table = Table(title=f"{report['workload']}: ablation of {json.dumps(report['config'])}")
+    for column in ("variant", "median ms", "speedup [95% CI]", "stage share"):
+        table.add_column(column, overflow="fold")
+    table.add_row("default", f"{report['default_ms']:.3f}", "1", "")
+    for name, row in report["variants"].items():
+        share = report["stage_shares"].get(name.removeprefix("without "))
+        table.add_row(name, f"{row.get('median_ms', float('nan')):.3f}",
+                      f"{row['speedup']:.3f} [{row['speedup_ci'][0]:.3f}, {row['speedup_ci'][1]:.3f}]"
+                      if "speedup" in row else row.get("error", ""),
+                      "" if share is None else f"{share:.0%}")
+    out.print(table)
+    out.print(f"interaction (not explained by single stages): {report['interaction']:.0%}")
 
 
 def main() -> None:

@@ -17,8 +17,12 @@ from xtat.space.space import Config, Decision, config_key, is_active, merge
 
 class SweepThenRandom:
     def __init__(self, decisions: list[Decision], seed: int = 0, base: Config | None = None,
-                 canonical: Callable[[Config], Config] = lambda c: c, max_random_tries: int = 1000):
-        self.decisions = list(decisions)
+                 canonical: Callable[[Config], Config] = lambda c: c, max_random_tries: int = 1000,
+                 searchable: Callable[[str, str], bool] = lambda stage, id: True):
+        # A conditional decision whose requirement is not searchable here (its stage is
+        # not searched, or comes later in a staged formulation) can never be active.
+        self.inactive = [d for d in decisions if not all(searchable(st, i) for st, i, _ in d.requires)]
+        self.decisions = [d for d in decisions if d not in self.inactive]
         self.base = base or {}
         self.canonical = canonical
         self.rng = random.Random(seed)

@@ -8,6 +8,6 @@ See `points.py` for the decision id format.
 """
 
 from xtat.stages.program.knobs import knob
-from xtat.stages.program.rewrite import STAGE, discover, rewrite
+from xtat.stages.program.rewriting import STAGE, discover, rewrite
 
 __all__ = ["STAGE", "discover", "knob", "rewrite"]

@@ -37,7 +37,10 @@ STAGE = "program"
 # its nested jaxprs' in/out avals, so swapping in a re-traced jaxpr is valid.
 # ("pjit" is the pre-0.7 name of "jit".)
 SUPPORTED_HIGHER_ORDER = frozenset(
-    {"scan", "while", "cond", "jit", "pjit", "closed_call", "call", "remat2", "custom_jvp_call", "custom_vjp_call"}
+    {
+        "scan", "while", "cond", "jit", "pjit", "closed_call", "call", "remat2",
+        "custom_jvp_call", "custom_vjp_call", "custom_linear_solve",
+    }
 )
 
 
