@@ -212,12 +212,16 @@ def test_grad_through_rewritten(name):
 
 
 def test_custom_derivative_rules_are_kept():
-    # The deliberately wrong rules give gradients that differ from autodiff; they must survive.
-    rewritten = rewrite(custom_vjp_fn, _non_default(discover(custom_vjp_fn, (X, W))))
-    autodiff = jax.grad(lambda x: jnp.sum(jnp.sin(x) * 2.0 + 1.0))(X)
-    custom = jax.grad(lambda x: jnp.sum(rewritten(x, W) * 0 + _scaled_sin(x)))(X)
-    assert not np.allclose(autodiff, custom)
-    np.testing.assert_allclose(custom, 3.0 * jnp.cos(X), rtol=1e-5)
+    # The deliberately odd rules give gradients that differ from autodiff; they must survive.
+    for fn, rule in (
+        (lambda x: jnp.sum(_scaled_sin(jnp.tanh(x) * 2.0)), lambda x: 3.0 * jnp.cos(jnp.tanh(x) * 2.0)),
+        (lambda x: jnp.sum(_softplus(jnp.tanh(x) * 2.0)), lambda x: 5.0 + 0.0 * x),
+    ):
+        decisions = _non_default(discover(fn, (X,)))
+        assert any(re.match(r"barrier@\d+\.0/", i) for i in decisions)  # inside the custom call
+        rewritten = rewrite(fn, decisions)
+        chain = 2.0 * (1.0 - jnp.tanh(X) ** 2)
+        np.testing.assert_allclose(jax.jit(jax.grad(rewritten))(X), rule(X) * chain, rtol=1e-5)
 
 
 def test_ids_stable_across_fresh_traces():
@@ -326,18 +330,34 @@ def test_rewritten_under_jit_and_export():
     _assert_same(expected, restored.call(X, W))
 
 
-def test_signature_pytrees_kwargs_and_scalars():
-    def fn(params, x, *, scale):
+def test_signature_pytrees_kwargs_and_static_values():
+    def fn(params, x, *, scale, parts):
         h = jnp.tanh(x @ params["w"]) * scale
-        return {"out": jnp.exp(h), "aux": (h.sum(), x)}
+        chunks = jnp.split(h, parts)  # parts must stay a Python int
+        return {"out": jnp.exp(jnp.concatenate(chunks)), "aux": (h.sum(), x)}
 
     params = {"w": W}
-    decisions = discover(fn, (params, X), {"scale": 2.0})
+    with pytest.raises(jax.errors.ConcretizationTypeError):
+        discover(fn, (params, X), {"scale": 2.0, "parts": 2})  # like jax.jit(fn): parts is traced
+    decisions = discover(partial(fn, scale=2.0, parts=2), (params, X))
     rewritten = rewrite(fn, _non_default(decisions))
     assert rewritten.__name__ == "fn"
-    _assert_same(fn(params, X, scale=2.0), jax.jit(partial(rewritten, scale=2.0))(params, X))
-    with pytest.raises(UserError, match="argument leaf"):
-        discover(fn, (params, X), {"scale": "big"})
+    expected = fn(params, X, scale=2.0, parts=2)
+    _assert_same(expected, rewritten(params, X, scale=2.0, parts=2))
+    jitted = jax.jit(rewritten, static_argnames=("scale", "parts"))
+    _assert_same(expected, jitted(params, X, scale=2.0, parts=2))
+
+
+def test_python_scalars_are_traced_like_jit():
+    def fn(x, lr):
+        return jnp.exp(x * (lr * 0.5)) * 2.0  # lr * 0.5 is an equation only when lr is traced
+
+    decisions = discover(fn, (X, 0.1))
+    assert decisions[0].id == "barrier@0>1:mul>convert_element_type:f32[]"  # lr * 0.5 is traced
+    rewritten = rewrite(fn, _non_default(decisions))
+    _assert_same(fn(X, 0.1), jax.jit(rewritten)(X, 0.1))
+    exported = jax.export.export(jax.jit(rewritten))(X, 0.1)
+    _assert_same(fn(X, 0.1), exported.call(X, 0.1))
 
 
 # ------------------------------------------------------------------ knobs
@@ -463,6 +483,16 @@ def test_effects_are_refused():
 
     with pytest.raises(UserError, match=r"'io_callback'.*side effects"):
         discover(callback, (X,))
+
+    def print_in_loop(x):
+        def body(c, _):
+            jax.debug.print("c = {}", c.sum())  # unordered, still refused
+            return c * 2.0, None
+
+        return lax.scan(body, x, None, length=3)[0]
+
+    with pytest.raises(UserError, match=r"'debug_print' at 0\.0/\d+ has side effects"):
+        discover(print_in_loop, (X,))
 
 
 def test_unsupported_higher_order_primitive_is_named():

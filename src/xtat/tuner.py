@@ -204,13 +204,12 @@ class _Search:
             needs = ", ".join(f"{st}.{i}={v}" for st, i, v in decision.requires)
             self.inactive.setdefault(needs, []).append(f"{decision.stage}.{decision.id}")
         base_hash: str | None = None
-        count = 0
-        while not self.exhausted() and (budget is None or count < budget):
+        start = self.considered
+        while not self.exhausted() and (budget is None or self.considered - start < budget):
             config = strategy.ask()
             if config is None:
                 break
             trial = self.consider(config)
-            count += 1
             if config == self.space.canonical(base):
                 base_hash = trial.exe_hash
             ok = trial.status in ("ok", "duplicate") and trial.median_s is not None

@@ -53,7 +53,9 @@ def executable_identity(compiled) -> str:
     the whole serialization.
     """
     text = compiled.as_text()
-    digest = hashlib.sha256(text.encode())
+    # Source locations and op names in metadata say where the program was traced
+    # from (a rewritten program is traced elsewhere), not what it computes.
+    digest = hashlib.sha256(_METADATA.sub("", text).encode())
     try:
         payload = compiled.runtime_executable().serialize()
         length, start = _varint(payload, 0)
@@ -69,6 +71,9 @@ def executable_identity(compiled) -> str:
     except Exception:
         digest.update(serialize_executable.serialize(compiled)[0])
     return digest.hexdigest()
+
+
+_METADATA = re.compile(r",? metadata=\{[^{}]*\}")
 
 
 def _module_name(hlo_text: str) -> bytes:

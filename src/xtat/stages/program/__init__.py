@@ -1,6 +1,6 @@
 """The program stage: decisions taken by rewriting the traced jaxpr.
 
-    discover(fn, args, kwargs=None, *, max_barriers=16) -> list[Decision]
+    discover(fn, args, kwargs=None, *, max_barriers=16, knobs=None) -> list[Decision]
     rewrite(fn, decisions) -> Callable
     knob(name, choices, default) -> value
 

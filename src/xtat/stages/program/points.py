@@ -8,13 +8,21 @@ on object identity or variable names):
                jaxpr of that equation
                (k counts the equation's jaxpr-valued params in sorted param
                name order, tuples element by element: cond branches 0..n-1,
-               while body_jaxpr=0 / cond_jaxpr=1, every other owner 0)
-    scan       "scan@<loc>:len<length>:<input avals>"
-    layout     "dot_general@<loc>:<lhs aval>,<rhs aval>"
+               while body_jaxpr=0 / cond_jaxpr=1, custom_linear_solve
+               matvec..transpose_solve=0..3, every other owner 0)
+               e.g. "2.0/3.1/0": eqn 0 of branch 1 of the cond at eqn 3 of
+               the body of the scan at top-level eqn 2.
+    scan       "scan@<loc>:len<length>:<input avals>"      values: ints
+               1,2,4,8,16 below length, plus length itself (= full unroll)
+               when length <= 64; default: the eqn's unroll (usually 1)
+    layout     "dot_general@<loc>:<lhs aval>,<rhs aval>"   values: "default",
+               "lhs_t", "rhs_t" (only operands with one contracting and one
+               free axis besides batch axes, neither of size 1)
     barrier    "barrier@<prefix><p>><c>:<producer prim>><consumer prim>:<edge aval>"
-               (p, c: producer and consumer equations of one jaxpr; prefix
-               is that jaxpr's location prefix, "" at the top level)
-    knob       "knob:<name>"
+               values: False (default), True. p, c: producer and consumer
+               equations of one jaxpr; prefix is that jaxpr's location
+               prefix ("" at the top level, "2.0/" in the body above)
+    knob       "knob:<name>"                               values: its choices
 
 Avals are written "f32[8,16]"; a list of avals longer than 64 characters is
 replaced by "<n>avals#<sha1 prefix>" to keep ids short.

@@ -4,9 +4,9 @@
 traces `fn` to a jaxpr (with the chosen knob values in effect) and then
 interprets that jaxpr equation by equation, binding every primitive on the
 caller's trace (eager, jit, grad, export...). Equations that own nested jaxprs
-(scan, while, cond, jit, checkpoint, custom_jvp/vjp, closed_call) get those
-jaxprs re-traced through the same interpreter when a decision applies inside
-them, and are then bound with the new params. Custom derivative rules are kept
+(scan, while, cond, jit, checkpoint, custom_jvp/vjp, custom_linear_solve,
+closed_call) get those jaxprs re-traced through the same interpreter when a
+decision applies inside them, and are then bound with the new params. Custom derivative rules are kept
 as they were: only the primal `call_jaxpr` is rewritten.
 
 Decision ids are documented in `points.py`.
@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import numpy as np
 from jax import lax
 from jax._src import core, effects, source_info_util
 from jax._src import linear_util as lu
 from jax._src.interpreters import partial_eval as pe
-from jax.tree_util import PyTreeDef, tree_flatten, tree_leaves, tree_structure, tree_unflatten
+from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
 
 from xtat.errors import UserError
 from xtat.space.space import Decision
@@ -51,6 +52,7 @@ class Traced:
     jaxpr: core.ClosedJaxpr
     out_tree: PyTreeDef
     knobs: tuple[KnobCall, ...]
+    inputs: tuple[Any, ...]  # the array leaves, in the order of jaxpr.invars
 
 
 def discover(
@@ -71,11 +73,14 @@ def discover(
     a staged search that freezes knobs before tuning the rest; by default the
     knobs take their defaults.
 
+    fn is traced as `jax.jit(fn)(*args, **kwargs)` would trace it: array and
+    Python scalar leaves are inputs (other leaves are static).
+
     Raises UserError when the program cannot be rewritten: a primitive with
     nested jaxprs we do not know, or any side effect (ordered or not)."""
     if isinstance(max_barriers, bool) or not isinstance(max_barriers, int) or max_barriers < 0:
         raise UserError(f"max_barriers must be a non-negative int, got {max_barriers!r}")
-    traced = trace(fn, tuple(args), dict(kwargs or {}), dict(knobs or {}))
+    traced = trace(fn, tuple(args), dict(kwargs or {}), dict(knobs or {}), trace_scalars=True)
     _check_knobs_known(knobs or {}, traced)
     check_program(traced.jaxpr.jaxpr)
     decisions = [Decision(STAGE, k.decision_id, k.choices, k.default) for k in traced.knobs]
@@ -96,6 +101,12 @@ def rewrite(fn: Callable, decisions: Mapping[str, object]) -> Callable:
     program when the returned function is traced (the program depends on the
     arguments' shapes): an id that does not exist there, or a value it does
     not offer, raises UserError. Scan ids also accept `True` for a full unroll.
+
+    The returned function traces the array leaves it receives (tracers under
+    jit/grad/export) and keeps other leaves static, so Python scalars passed
+    through `static_argnums` stay Python values. Python scalars passed
+    *eagerly* are static too, which can give a different program than
+    discover() saw: call it under jax.jit, as the tuner does.
 
     Knob values can change the program itself, and with it the structural
     decision points. A structural id that exists in the program traced with
@@ -122,7 +133,7 @@ def rewrite(fn: Callable, decisions: Mapping[str, object]) -> Callable:
         traced = trace(fn, args, kwargs, knob_values)
         check_program(traced.jaxpr.jaxpr)
         rewriter = Rewriter(structural)
-        outs = rewriter.eval(traced.jaxpr.jaxpr, traced.jaxpr.consts, tree_leaves((args, kwargs)), "")
+        outs = rewriter.eval(traced.jaxpr.jaxpr, traced.jaxpr.consts, list(traced.inputs), "")
         unseen_knobs = {n: v for n, v in knob_values.items() if n not in {k.name for k in traced.knobs}}
         unused = set(structural) - rewriter.used
         if (unseen_knobs or unused) and knob_values:
@@ -148,25 +159,35 @@ def rewrite(fn: Callable, decisions: Mapping[str, object]) -> Callable:
 # ---------------------------------------------------------------- tracing
 
 
-def trace(fn: Callable, args: tuple, kwargs: dict, knob_values: Mapping[str, object]) -> Traced:
-    """Trace fn on its flattened arguments with the given knob values in effect."""
+def trace(
+    fn: Callable, args: tuple, kwargs: dict, knob_values: Mapping[str, object], *, trace_scalars: bool = False
+) -> Traced:
+    """Trace fn with the given knob values in effect.
+
+    Array leaves (jax/numpy arrays, tracers) become the program's inputs, and
+    so do Python scalars when `trace_scalars` (what `jax.jit(fn)` does, and
+    what the tuner's export does). Every other leaf stays a static value, as
+    it arrives: that lets the rewritten function compose with
+    `jax.jit(..., static_argnums=...)`."""
     leaves, in_tree = tree_flatten((args, kwargs))
-    for i, leaf in enumerate(leaves):
-        try:
-            core.typeof(leaf)
-        except TypeError:
-            raise UserError(
-                f"argument leaf {i} is a {type(leaf).__name__}, not an array or scalar: "
-                "the program stage traces every argument (bind static values into fn instead)"
-            ) from None
+    scalar_types = (bool, int, float, complex) if trace_scalars else ()
+    dynamic = [i for i, leaf in enumerate(leaves) if _is_array(leaf) or isinstance(leaf, scalar_types)]
 
     def flat_fn(*flat: Any) -> Any:
-        a, k = tree_unflatten(in_tree, list(flat))
+        full = list(leaves)
+        for i, x in zip(dynamic, flat):
+            full[i] = x
+        a, k = tree_unflatten(in_tree, full)
         return fn(*a, **k)
 
+    inputs = tuple(leaves[i] for i in dynamic)
     with knob_session(knob_values) as session:
-        closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*leaves)
-    return Traced(closed, tree_structure(out_shape), tuple(session.seen.values()))
+        closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*inputs)
+    return Traced(closed, tree_structure(out_shape), tuple(session.seen.values()), inputs)
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(x, (jax.Array, np.ndarray, np.generic, core.Tracer))
 
 
 def _check_knobs_known(knob_values: Mapping[str, object], traced: Traced) -> None:
@@ -189,6 +210,16 @@ def check_program(jaxpr: core.Jaxpr, prefix: str = "") -> None:
     """Raise UserError if some equation (at any depth) cannot be re-emitted faithfully."""
     for i, eqn in enumerate(jaxpr.eqns):
         name = eqn.primitive.name
+        subs = pts.sub_jaxprs(eqn)
+        if subs and name not in SUPPORTED_HIGHER_ORDER:
+            raise UserError(
+                f"the program stage cannot rewrite this function: primitive {name!r} at {prefix}{i} holds "
+                f"nested jaxprs whose params it does not know how to rebuild (supported: "
+                f"{', '.join(sorted(SUPPORTED_HIGHER_ORDER))}); tune without the program stage"
+            )
+        # Nested first, so that the error names the primitive that has the effect, not its loop.
+        for k, (_, _, sub) in enumerate(subs):
+            check_program(_open(sub), f"{prefix}{i}.{k}/")
         if eqn.effects:
             kinds = ", ".join(
                 sorted(
@@ -202,15 +233,6 @@ def check_program(jaxpr: core.Jaxpr, prefix: str = "") -> None:
                 "which would repeat or reorder them; remove jax.debug.print / callbacks from the tuned "
                 "function, or tune without the program stage"
             )
-        subs = pts.sub_jaxprs(eqn)
-        if subs and name not in SUPPORTED_HIGHER_ORDER:
-            raise UserError(
-                f"the program stage cannot rewrite this function: primitive {name!r} at {prefix}{i} holds "
-                f"nested jaxprs whose params it does not know how to rebuild (supported: "
-                f"{', '.join(sorted(SUPPORTED_HIGHER_ORDER))}); tune without the program stage"
-            )
-        for k, (_, _, sub) in enumerate(subs):
-            check_program(_open(sub), f"{prefix}{i}.{k}/")
 
 
 def walk_points(jaxpr: core.Jaxpr, prefix: str = "") -> Iterator[pts.Point]:

@@ -1,0 +1,116 @@
+"""The XTAT-M stages through the tuner: runtime environment, passes discovery, program
+rewrites, formulations, and the ablation report. Real XLA, real workers."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import xtat
+from tiny import FAST, mlp, tiny_mlp
+from xtat.search.sweep import SweepThenRandom
+from xtat.space.space import Decision, Space
+from xtat.stages.base import Candidate, concretize
+from xtat.stages.passes import CSE_BARRIER_EXPANDER
+from xtat.store.sqlite import Store
+from xtat.tuner import make_stages
+
+
+def _trials(db):
+    store = Store.open(db, read_only=True)
+    return store.trials(store.workloads()[0].id)
+
+
+def test_configs_become_candidates_stage_by_stage():
+    config = {"runtime": {"cpus": 1}, "passes": {"cse": True, CSE_BARRIER_EXPANDER: True},
+              "codegen": {"xla_cpu_prefer_vector_width": 128}, "program": {"knob:block": 4}}
+    candidate = concretize(make_stages(), config)
+    assert candidate.compile_options == {"xla_disable_hlo_passes": f"cse,{CSE_BARRIER_EXPANDER}",
+                                         "xla_cpu_prefer_vector_width": 128}
+    assert candidate.program == {"knob:block": 4}
+    assert dict(candidate.env)["XTAT_CPUS"].count(",") == 0
+    assert concretize(make_stages(), {}) == Candidate()
+
+
+def test_conditional_decisions_are_dropped_when_inactive_and_probed_as_no_ops():
+    parent = Decision("passes", CSE_BARRIER_EXPANDER, (False, True), False)
+    child = Decision("program", "barrier@1", (False, True), False, requires=(("passes", CSE_BARRIER_EXPANDER, True),))
+    space = Space((parent, child))
+    assert space.canonical({"program": {"barrier@1": True}}) == {}
+    both = {"passes": {CSE_BARRIER_EXPANDER: True}, "program": {"barrier@1": True}}
+    assert space.canonical(both) == both
+    sweep = SweepThenRandom([parent, child], canonical=space.canonical)
+    asked = [sweep.ask() for _ in range(3)]
+    assert asked == [{}, {"passes": {CSE_BARRIER_EXPANDER: True}}, both]  # the child's sweep sets its parent
+    for config in asked:
+        sweep.tell(config, 1.0, same_as_base=config != {})
+    sweep.ask()
+    assert sweep.no_ops == [f"passes.{CSE_BARRIER_EXPANDER}", "program.barrier@1"]
+    staged = SweepThenRandom([child], searchable=lambda stage, id: stage == "program")
+    assert staged.inactive == [child]
+
+
+def test_runtime_stage_pins_the_worker_and_passes_are_discovered(db):
+    result = xtat.tune(tiny_mlp(), db=db, budget=40, stages=("runtime", "passes"), **FAST)
+    trials = _trials(db)
+    configs = [t.config for t in trials]
+    assert {"runtime": {"cpus": 1}} in configs or len(__import__("os").sched_getaffinity(0)) == 1
+    passes = {id for c in configs for id in c.get("passes", {})}
+    assert passes, configs  # some optimisation pass ran on this program and was offered
+    assert all(t.status in ("ok", "duplicate", "compile_error", "wrong_result") for t in trials)
+    pinned = next((t for t in trials if t.config == {"runtime": {"cpus": 1}}), None)
+    if pinned is not None:  # same machine code, other environment: measured, not a duplicate
+        assert pinned.status == "ok" and pinned.same_as is None
+    assert result.trials
+
+
+def _knobbed(x, w):
+    block = xtat.knob("block", (8, 16, 32), 32)
+    parts = [jnp.tanh(x[i:i + block] @ w) for i in range(0, x.shape[0], block)]
+    return jnp.concatenate(parts).sum()
+
+
+def test_program_stage_knobs_are_tuned_and_applied_by_jit(db):
+    rng = np.random.default_rng(0)
+    args = (rng.standard_normal((64, 32), dtype=np.float32), rng.standard_normal((32, 32), dtype=np.float32))
+    xtat.tune(xtat.Workload(_knobbed, args, name="knobbed"), db=db, budget=4, stages=("program",), **FAST)
+    configs = [t.config for t in _trials(db)]
+    assert {"program": {"knob:block": 8}} in configs and {"program": {"knob:block": 16}} in configs
+    store = Store.open(db)
+    store.add_result(store.workloads()[0].id, None, True, {"program": {"knob:block": 8}}, 1, 1, (1.2, 1.1, 1.3), {})
+    store.close()
+    tuned = xtat.jit(_knobbed, db=db)
+    np.testing.assert_allclose(tuned(*args), _knobbed(*args), rtol=1e-5)
+    assert tuned.lookups()[0].candidate.program == {"knob:block": 8}
+
+
+@pytest.mark.parametrize("formulation", ["staged", "alternating"])
+def test_staged_formulations_freeze_earlier_stages(db, formulation):
+    result = xtat.tune(tiny_mlp(), db=db, budget=8, stages=("program", "codegen"), formulation=formulation,
+                       options=("xla_cpu_prefer_vector_width", "xla_backend_optimization_level"), **FAST)
+    trials = _trials(db)
+    # staged spends the whole budget; alternating stops after a round without improvement
+    assert len(trials) == 8 if formulation == "staged" else 3 <= len(trials) <= 8
+    assert sum(result.trials.values()) == len(trials)
+    assert all(t.status != "running" for t in trials)
+    assert {"codegen"} <= {stage for t in trials for stage in t.config}  # the later stage was reached
+
+
+def test_explain_reports_each_stage_share(db, monkeypatch):
+    monkeypatch.setenv("XTAT_FAULT", "default:run:slow")  # TEST-ONLY: every candidate beats the default
+    config = {"codegen": {"xla_cpu_prefer_vector_width": 128}, "runtime": {"cpus": 1}}
+    store = Store.open(db)
+    from xtat.workload import capture
+
+    identity = capture(tiny_mlp()).identity
+    wid = store.upsert_workload(identity.fingerprint, identity.program, "tiny_mlp", identity.env, {})
+    store.add_result(wid, None, True, config, 1, 1, (1.2, 1.1, 1.3), {})
+    store.close()
+    from xtat.analysis.ablation import explain
+    from xtat.tuner import TuneSettings
+
+    report = explain(tiny_mlp(), db=db, settings=TuneSettings(rounds=5, min_sample_s=0.005))
+    assert set(report["variants"]) == {"adopted", "without codegen", "without runtime"}
+    assert report["variants"]["adopted"]["speedup_ci"][0] > 1.0
+    assert set(report["stage_shares"]) == {"codegen", "runtime"}
