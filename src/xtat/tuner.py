@@ -40,6 +40,7 @@ class TuneSettings:
     stages: tuple[str, ...] = STAGE_ORDER  # the stages whose decisions are searched
     formulation: str = "joint"  # joint | staged | alternating
     finalists: int = 3
+    verify_repeats: int = 3  # checks of a would-be winner on make_inputs(1); one failure demotes it
     rounds: int = 21  # interleaved rounds when re-measuring finalists
     min_sample_s: float = 0.02
     samples: int = 7
@@ -471,8 +472,13 @@ def _verify_on_second_inputs(session: Session, candidate: Candidate, finalist: d
             reply = session.compile(worker, cid, candidate)
             if not reply.get("ok"):
                 return reply
-        return worker.request("verify", session.measure_deadline_s, id=cid, input_set="verify",
-                              tolerance=settings.tolerance)
+        # Several checks: a config that is wrong only some of the time must not slip through.
+        for _ in range(settings.verify_repeats):
+            reply = worker.request("verify", session.measure_deadline_s, id=cid, input_set="verify",
+                                   tolerance=settings.tolerance)
+            if not reply.get("ok"):
+                return reply
+        return reply
     except WorkerFailure as failure:
         session.discard(candidate.env)
         return {"ok": False, "error": f"{failure.status}: {failure.error}"}

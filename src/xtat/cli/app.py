@@ -82,6 +82,10 @@ def tune(
             result = run_tune(workload, db=db, settings=settings, on_trial=on_trial)
         except UserError as exc:
             _fail(str(exc))
+        except KeyboardInterrupt:
+            console.print("[bold yellow]interrupted[/]: finished trials are kept; "
+                          "run the same command again to resume")
+            raise typer.Exit(130) from None
     table = Table(title=f"{result.workload}  [{result.fingerprint[:12]}]")
     for column in ("", "median ms", "95% CI ms"):
         table.add_column(column)

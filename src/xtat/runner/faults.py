@@ -8,7 +8,9 @@ a chosen candidate crash, hang or lie with real processes:
 phase is `compile`, `run` or `verify` (the check on make_inputs(1)); kind is
 one of KINDS. `*` as config_id matches every candidate except the default,
 `default` matches the default. `slow` adds 2 ms to every call of the build
-(to make the others look faster); `wrong` perturbs its outputs by 1%.
+(to make the others look faster); `wrong` perturbs its outputs by 1%;
+`flaky` perturbs them on every third check only (a config wrong ~30% of the
+time).
 Nothing in normal operation sets XTAT_FAULT.
 """
 
@@ -19,7 +21,7 @@ import os
 import signal
 import time
 
-KINDS = ("segfault", "abort", "hang", "hang_hard", "raise", "oom", "exit", "slow", "wrong")
+KINDS = ("segfault", "abort", "hang", "hang_hard", "raise", "oom", "exit", "slow", "wrong", "flaky")
 
 
 def _rules() -> list[tuple[str, str, str]]:
@@ -40,8 +42,9 @@ def slowdown_s(config_id: str) -> float:
     return 0.002 if "slow" in _matching(config_id, "run", config_id == "default") else 0.0
 
 
-def corrupts(config_id: str, phase: str) -> bool:
-    return "wrong" in _matching(config_id, phase, config_id == "default")
+def corrupts(config_id: str, phase: str, check_number: int) -> bool:
+    kinds = _matching(config_id, phase, config_id == "default")
+    return "wrong" in kinds or ("flaky" in kinds and check_number % 3 == 2)
 
 
 def inject(config_id: str, phase: str, is_default: bool) -> None:

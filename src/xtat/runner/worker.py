@@ -35,6 +35,7 @@ class Worker:
         self.reference: dict[str, list[np.ndarray]] = {}
         self.built: dict[str, object] = {}
         self.slowdown_s: dict[str, float] = {}
+        self.checks: dict[str, int] = {}  # output checks per build (for the test-only flaky fault)
 
     # -- requests -----------------------------------------------------------
 
@@ -68,9 +69,9 @@ class Worker:
         from xtat.build.builder import build
         from xtat.runner import faults
 
-        faults.inject(id, "compile", is_default)
         args, kwargs = self.inputs["main"]
         try:
+            faults.inject(id, "compile", is_default)
             built = build(self._program(program), args, kwargs, options)
         except Exception as exc:
             return {"ok": False, "status": "oom" if _is_oom(exc) else "compile_error", "error": _error_text(exc)}
@@ -93,7 +94,8 @@ class Worker:
         from xtat.runner import faults
 
         outputs = [np.asarray(leaf) for leaf in jax.tree.leaves(self._call(id, input_set))]
-        if faults.corrupts(id, phase):
+        self.checks[id] = self.checks.get(id, -1) + 1
+        if faults.corrupts(id, phase, self.checks[id]):
             outputs = [o * 1.01 if np.issubdtype(o.dtype, np.inexact) else o for o in outputs]
         return outputs
 
@@ -123,10 +125,10 @@ class Worker:
         from xtat.runner import faults
         from xtat.runner.timing import TimingPolicy, calibrate, median_ci, sample
 
-        faults.inject(id, "run", is_default)
         policy = TimingPolicy(**timing)
         start = time.perf_counter()
         try:
+            faults.inject(id, "run", is_default)
             check = self._check(id, "main", tolerance)  # also the warm-up call
             if not check["verified"]:
                 return {"ok": False, "status": "wrong_result", "error": check["mismatch"], **check}
@@ -144,10 +146,10 @@ class Worker:
     def verify(self, id: str, input_set: str, tolerance: dict) -> dict:
         from xtat.runner import faults
 
-        faults.inject(id, "verify", False)
         if input_set not in self.inputs:
             return {"ok": False, "status": "run_error", "error": f"no input set {input_set!r}"}
         try:
+            faults.inject(id, "verify", False)
             check = self._check(id, input_set, tolerance)
         except Exception as exc:
             return {"ok": False, "status": "oom" if _is_oom(exc) else "run_error", "error": _error_text(exc)}

@@ -1,0 +1,202 @@
+"""Fault injection with real worker processes: no fault loses data or selects a wrong config.
+
+Faults come from the TEST-ONLY hook XTAT_FAULT (src/xtat/runner/faults.py).
+Every test ends with `assert_nothing_lost`: SQLite's integrity check passes,
+every config has exactly one final status, rows that existed before are
+unchanged, the adopted config (if any) is a verified successful trial, no
+worker process is left behind, and every failure row carries its error text.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import xtat
+from tiny import FAST, mlp, tiny_mlp, tiny_target
+from xtat.space.space import config_id
+from xtat.store.sqlite import FINAL_STATUSES
+
+OPTIONS = ("xla_cpu_opt_preset", "xla_backend_optimization_level", "xla_cpu_prefer_vector_width")
+CODEGEN = dict(options=OPTIONS, stages=("codegen",), **FAST)
+VICTIM = {"codegen": {"xla_backend_optimization_level": 1}}
+XTAT = [sys.executable, "-m", "xtat.cli.app"]
+
+
+MARK = f"XTAT_RELIABILITY_TEST={os.getpid()}"
+
+
+@pytest.fixture(autouse=True)
+def _mark_workers(monkeypatch):
+    """Workers inherit this variable, so the leak check sees only this test run's processes."""
+    name, value = MARK.split("=")
+    monkeypatch.setenv(name, value)
+
+
+def _workers() -> set[int]:
+    """Live worker processes started by this test run (found by the inherited marker)."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                state = (entry / "stat").read_text().split()[2]
+                environ = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"xtat.runner.worker" in cmdline and state != "Z" and MARK.encode() in environ:
+                pids.add(int(entry.name))
+    return pids
+
+
+def _rows(db) -> dict[str, tuple]:
+    with sqlite3.connect(db) as con:
+        return {row[0]: row for row in con.execute(
+            "SELECT config_key, status, error, median_s, exe_hash, compile_s FROM trials")}
+
+
+def assert_nothing_lost(db, before: dict[str, tuple] | None = None, workers_before: set[int] = frozenset()):
+    with sqlite3.connect(db) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        keys = [row[0] for row in con.execute("SELECT config_key FROM trials")]
+        assert len(keys) == len(set(keys)), "a config has more than one row"
+        rows = con.execute("SELECT config_key, status, error, median_s FROM trials").fetchall()
+        for key, status, error, median in rows:
+            assert status in FINAL_STATUSES, (key, status)
+            if status not in ("ok", "duplicate"):
+                assert error, f"failure row {key} has no error text"
+        latest = con.execute("SELECT adopted, config FROM results ORDER BY id DESC LIMIT 1").fetchone()
+        if latest and latest[0]:
+            import json
+
+            from xtat.space.space import config_key
+
+            status = con.execute("SELECT status FROM trials WHERE config_key=?",
+                                 (config_key(json.loads(latest[1])),)).fetchone()[0]
+            assert status == "ok", "the adopted config is not a verified successful trial"
+    for key, row in (before or {}).items():
+        assert _rows(db)[key] == row, f"row {key} changed"
+    deadline = time.time() + 10
+    while _workers() - set(workers_before) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _workers() - set(workers_before), "worker processes left behind"
+
+
+def _status(db, config) -> tuple:
+    from xtat.space.space import config_key
+
+    return _rows(db)[config_key(config)]
+
+
+@pytest.mark.parametrize("phase, kind, status, text", [
+    ("compile", "segfault", "crash", "SIGSEGV"),
+    ("run", "abort", "crash", "SIGABRT"),
+    ("run", "raise", "run_error", "injected fault"),
+    ("run", "oom", "oom", "MemoryError"),
+])
+def test_a_dying_or_failing_candidate_is_recorded_and_the_others_finish(db, monkeypatch, phase, kind, status, text):
+    workers = _workers()
+    monkeypatch.setenv("XTAT_FAULT", f"{config_id(VICTIM)}:{phase}:{kind}")
+    xtat.tune(tiny_mlp(), db=db, budget=5, **CODEGEN)
+    row = _status(db, VICTIM)
+    assert row[1] == status and text in row[2]
+    others = [r for k, r in _rows(db).items() if r[0] != _status(db, VICTIM)[0]]
+    assert len(others) == 4 and all(r[1] in ("ok", "duplicate") for r in others)
+    assert_nothing_lost(db, workers_before=workers)
+    # On resume the failed config is not tried again.
+    before = _rows(db)
+    again = xtat.tune(tiny_mlp(), db=db, budget=5, **CODEGEN)
+    assert again.new_trials == 0
+    assert_nothing_lost(db, before, workers)
+
+
+def test_compile_that_ignores_sigterm_is_killed_at_its_deadline_without_orphans(db, monkeypatch):
+    workers = _workers()
+    monkeypatch.setenv("XTAT_FAULT", f"{config_id(VICTIM)}:compile:hang_hard")
+    start = time.time()
+    xtat.tune(tiny_mlp(), db=db, budget=4, options=OPTIONS, stages=("codegen",),
+              **{**FAST, "min_deadline_s": 3.0, "deadline_factor": 3.0})
+    assert time.time() - start < 120
+    row = _status(db, VICTIM)
+    assert row[1] == "timeout" and "deadline" in row[2]
+    assert_nothing_lost(db, workers_before=workers)
+
+
+def test_config_wrong_a_third_of_the_time_is_demoted_by_repeated_verification(db, monkeypatch):
+    # TEST-ONLY: the default is slowed so every candidate is a finalist; every
+    # candidate's outputs are perturbed on every third check of make_inputs(1).
+    monkeypatch.setenv("XTAT_FAULT", "default:run:slow;*:verify:flaky")
+    result = xtat.tune(tiny_mlp(), db=db, budget=3, **CODEGEN)
+    assert not result.adopted
+    demoted = [r for r in _rows(db).values() if r[1] == "wrong_result"]
+    assert demoted and all("make_inputs(1)" in r[2] for r in demoted)
+    assert_nothing_lost(db)
+
+
+def test_sigint_then_resume_keeps_finished_rows_and_duplicates_nothing(db):
+    workers = _workers()
+    args = [*XTAT, "tune", tiny_target("tiny_mlp"), "--db", str(db), "--budget", "8", "--options",
+            ",".join(OPTIONS + ("xla_cpu_use_xnnpack",)), "--stages", "codegen"]
+    tuner = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        time.sleep(0.2)
+        try:
+            if db.exists() and sum(r[1] != "running" for r in _rows(db).values()) >= 3:
+                break
+        except sqlite3.OperationalError:
+            continue
+    tuner.send_signal(signal.SIGINT)
+    _, stderr = tuner.communicate(timeout=60)
+    assert tuner.returncode == 130 and "resume" in stderr
+    before = {k: r for k, r in _rows(db).items() if r[1] != "running"}
+    subprocess.run(args, check=True, capture_output=True, timeout=300)
+    assert len(_rows(db)) == 8
+    assert_nothing_lost(db, before, workers)
+
+
+def test_two_tuners_and_a_jit_reader_share_one_database(db):
+    workers = _workers()
+    base = [*XTAT, "tune", tiny_target("tiny_mlp"), "--db", str(db), "--stages", "codegen", "--options"]
+    first = subprocess.Popen([*base, ",".join(OPTIONS), "--budget", "6", "--seed", "1"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    second = subprocess.Popen([*base, "xla_cpu_use_xnnpack,xla_cpu_multi_thread_eigen", "--budget", "3"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def read() -> None:  # production lookups while both tuners write
+        while not stop.is_set():
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                xtat.jit(mlp, db=db)(*tiny_mlp().args)
+            errors.extend(str(w.message) for w in caught if "locked" in str(w.message) or "unreadable" in str(w.message))
+            time.sleep(0.1)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for tuner in (first, second):
+            _, stderr = tuner.communicate(timeout=400)
+            assert tuner.returncode == 0, stderr[-2000:]
+            assert "locked" not in stderr
+    finally:
+        stop.set()
+        reader.join()
+    assert not errors
+    rows = _rows(db)
+    assert len(rows) == 6 + 3 - 1  # the default is shared
+    ok = [r[3] for r in rows.values() if r[1] == "ok"]
+    with sqlite3.connect(db) as con:
+        best = con.execute("SELECT min(median_s) FROM trials WHERE status='ok'").fetchone()[0]
+    assert best == min(ok)
+    assert_nothing_lost(db, workers_before=workers)
