@@ -334,6 +334,8 @@ def _measure(store: Store, session: Session, workload_id: int, run_id: int, conf
              key: str, settings: TuneSettings) -> tuple[Trial, float]:
     """Compile, deduplicate, verify and time one config; always leaves a final status."""
     trial_id = store.start_trial(workload_id, run_id, config, key)
+    if trial_id is None:  # another tuner on the same database measured it first
+        return store.trial(workload_id, key), 0.0  # type: ignore[return-value]
     started = time.perf_counter()
 
     def finish(status: str, **fields) -> Trial:

@@ -283,8 +283,9 @@ class Store:
         rows = self._con.execute("SELECT * FROM trials WHERE workload_id=? ORDER BY id", (workload_id,)).fetchall()
         return [self._trial(row) for row in rows]
 
-    def start_trial(self, workload_id: int, run_id: int, config: dict, key: str) -> int:
-        """Mark a config in flight. A row left `running` by a killed tuner is reused."""
+    def start_trial(self, workload_id: int, run_id: int, config: dict, key: str) -> int | None:
+        """Mark a config in flight. A row left `running` by a killed tuner is reused;
+        None when another tuner sharing the file has finished it meanwhile."""
         with self._write() as con:
             row = con.execute(
                 "SELECT id, status FROM trials WHERE workload_id=? AND config_key=?", (workload_id, key)
@@ -297,7 +298,7 @@ class Store:
                 )
                 return int(cur.lastrowid)
             if row["status"] != RUNNING:
-                raise StoreError(f"trial {row['id']} already has final status {row['status']}")
+                return None
             con.execute("UPDATE trials SET run_id=? WHERE id=?", (run_id, row["id"]))
             return int(row["id"])
 
