@@ -200,3 +200,35 @@ def test_two_tuners_and_a_jit_reader_share_one_database(db):
         best = con.execute("SELECT min(median_s) FROM trials WHERE status='ok'").fetchone()[0]
     assert best == min(ok)
     assert_nothing_lost(db, workers_before=workers)
+
+
+def test_no_improvement_is_claimed_between_equal_configs_on_a_noisy_machine(tmp_path):
+    """100 seeded runs of the adoption rule on real interleaved timings of two identical
+    builds, with a busy neighbour process: at most 5 may claim a significant speedup."""
+    import numpy as np
+
+    from xtat.runner.session import Session
+    from xtat.runner.timing import TimingPolicy, speedup_ci
+    from xtat.stages.base import Candidate
+    from xtat.tuner import TuneSettings
+    from xtat.workload import capture
+
+    captured = capture(tiny_mlp())
+    session = Session(tmp_path, captured.exported, captured.inputs, None, lambda program: b"",
+                      startup_deadline_s=120, deadline_factor=10, min_deadline_s=30)
+    neighbour = subprocess.Popen([sys.executable, "-c", "import time\nend=time.time()+600\nwhile time.time()<end: pass"])
+    runs, rounds = 100, 11
+    try:
+        timing = {**TimingPolicy(min_sample_s=0.003).__dict__}
+        samples = session.interleave([("a", Candidate()), ("b", Candidate())], runs * rounds, timing)
+    finally:
+        neighbour.kill()
+        session.close()
+    a, b = np.asarray(samples["a"]).reshape(runs, rounds), np.asarray(samples["b"]).reshape(runs, rounds)
+    margin = TuneSettings().tie_margin
+    stats = [speedup_ci(list(a[k]), list(b[k]), seed=k) for k in range(runs)]
+    # A claim in either direction: one of two identical builds declared faster.
+    claims = sum(low > 1 + margin or high < 1 / (1 + margin) for _, low, high in stats)
+    assert claims <= 5, f"{claims} of {runs} runs claimed a speedup between identical builds"
+    # The interval and margin are what protect: the bare median ratio always picks a side.
+    assert sum(median != 1.0 for median, _, _ in stats) >= 95

@@ -57,10 +57,22 @@ def median_ci(samples: list[float], seed: int = 0, confidence: float = 0.95) -> 
 
 
 def speedup_ci(baseline: list[float], candidate: list[float], seed: int = 0) -> tuple[float, float, float]:
-    """Speedup of candidate over baseline from interleaved rounds.
+    """Speedup of candidate over baseline from interleaved rounds, with a 95% interval.
 
-    Rounds are paired (ABAB...), so the ratio per round cancels slow drift of
-    the machine; the interval is a bootstrap over rounds of the median ratio.
+    Rounds are paired, so the ratio per round cancels slow drift of the
+    machine. The interval is the exact distribution-free one for the median
+    of the ratios (order statistics, scipy.stats.quantile_test), not a
+    bootstrap: with ~20 rounds a percentile bootstrap is too narrow, and
+    measured here it claimed a speedup between two identical builds in 9-10
+    of 100 runs; adoption must not rest on that.
     """
+    from scipy.stats import quantile_test
+
     ratios = np.asarray(baseline, dtype=float) / np.asarray(candidate, dtype=float)
-    return median_ci(list(ratios), seed=seed)
+    median = float(np.median(ratios))
+    if len(ratios) < 2:
+        return median, median, median
+    interval = quantile_test(ratios, q=median, p=0.5).confidence_interval(0.95)
+    low = float(interval.low) if np.isfinite(interval.low) else float(np.min(ratios))
+    high = float(interval.high) if np.isfinite(interval.high) else float(np.max(ratios))
+    return median, min(low, median), max(high, median)
