@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import warnings
 
@@ -79,6 +80,9 @@ def test_jit_with_option_rejected_by_this_xla_falls_back(db):
     with pytest.warns(UserWarning, match="not applicable here"):
         out = tuned(*tiny_mlp().args)
     assert np.isfinite(out[0])
+    with sqlite3.connect(db) as con:  # the row is marked, not deleted
+        (detail,) = con.execute("SELECT detail FROM results").fetchone()
+    assert "xla_option_from_the_future" in json.loads(detail)["rejected_at_apply"][0]["reason"]
 
 
 def test_jit_with_corrupt_database_falls_back(tmp_path):

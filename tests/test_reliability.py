@@ -232,3 +232,21 @@ def test_no_improvement_is_claimed_between_equal_configs_on_a_noisy_machine(tmp_
     assert claims <= 5, f"{claims} of {runs} runs claimed a speedup between identical builds"
     # The interval and margin are what protect: the bare median ratio always picks a side.
     assert sum(median != 1.0 for median, _, _ in stats) >= 95
+
+
+def test_disk_full_during_a_write_rolls_back_and_exits_clearly(db, monkeypatch):
+    workers = _workers()
+    xtat.tune(tiny_mlp(), db=db, budget=2, **CODEGEN)
+    before = _rows(db)
+    with sqlite3.connect(db) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = con.execute("PRAGMA page_count").fetchone()[0]
+    # TEST-ONLY: SQLite may not grow the file: the next write finds the "disk" full.
+    args = [*XTAT, "tune", tiny_target("tiny_mlp"), "--db", str(db), "--budget", "40", "--stages", "codegen"]
+    env = {**os.environ, "XTAT_TEST_MAX_PAGES": str(pages)}
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 2
+    assert "rolled back" in result.stderr and "full" in result.stderr
+    rows = _rows(db)
+    assert {k: r for k, r in rows.items() if k in before} == before
+    assert_nothing_lost(db, workers_before=workers)

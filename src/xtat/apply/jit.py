@@ -83,6 +83,22 @@ def runtime_mismatch(candidate: Candidate) -> str | None:
     return f"tuned with {tuned} CPU(s), this process has {here}: start it under `taskset -c {cpus}`"
 
 
+def _mark_rejected(db: str | Path | None, result_id: int | None, reason: str) -> None:
+    """Best effort: record on the result row that this XLA rejected it; never fails the caller."""
+    if result_id is None:
+        return
+    try:
+        from xtat.workload import environment_identity
+
+        store = Store.open(Path(db) if db is not None else default_path())
+        try:
+            store.mark_rejected(result_id, reason, environment_identity())
+        finally:
+            store.close()
+    except Exception:  # a read-only or busy database: the warning already told the user
+        pass
+
+
 class _Jitted:
     """Callable like the result of `jax.jit(fn)`, with one executable per signature."""
 
@@ -138,6 +154,7 @@ class _Jitted:
             return lowered.compile(compiler_options=found.options or None), found
         except Exception as exc:  # e.g. an option removed in a newer XLA, or a rewrite that no longer applies
             self._warn(f"adopted config {found.candidate} not applicable here ({exc}); compiling with defaults")
+            _mark_rejected(self._db, found.result_id, f"{type(exc).__name__}: {exc}")
             return self._jitted.lower(*args, **kwargs).compile(), Lookup({}, f"rejected: {exc}", found.result_id)
 
     def __call__(self, *args, **kwargs):

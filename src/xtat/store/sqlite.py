@@ -196,6 +196,8 @@ class Store:
                 con.execute("PRAGMA journal_mode=WAL")
                 con.execute("PRAGMA busy_timeout=30000")
                 con.execute("PRAGMA foreign_keys=ON")
+                if os.environ.get("XTAT_TEST_MAX_PAGES"):  # TEST-ONLY: simulate a full disk
+                    con.execute(f"PRAGMA max_page_count={int(os.environ['XTAT_TEST_MAX_PAGES'])}")
                 with con:
                     con.executescript(_SCHEMA)
                     con.execute("INSERT OR IGNORE INTO meta VALUES ('application', ?)", (APPLICATION,))
@@ -357,6 +359,16 @@ class Store:
                  json.dumps(detail), time.time()),
             )
         return int(cur.lastrowid)
+
+    def mark_rejected(self, result_id: int, reason: str, env: dict) -> None:
+        """Note on a result that this XLA refused to apply it (kept, never deleted)."""
+        with self._write() as con:
+            row = con.execute("SELECT detail FROM results WHERE id=?", (result_id,)).fetchone()
+            if row is None:
+                return
+            detail = json.loads(row[0])
+            detail.setdefault("rejected_at_apply", []).append({"reason": reason[:500], "env": env, "at": time.time()})
+            con.execute("UPDATE results SET detail=? WHERE id=?", (json.dumps(detail), result_id))
 
     def latest_result(self, workload_id: int) -> Result | None:
         row = self._con.execute(
