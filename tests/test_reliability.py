@@ -250,3 +250,30 @@ def test_disk_full_during_a_write_rolls_back_and_exits_clearly(db, monkeypatch):
     rows = _rows(db)
     assert {k: r for k, r in rows.items() if k in before} == before
     assert_nothing_lost(db, workers_before=workers)
+
+
+def test_lazy_candidates_are_caught_by_a_second_input_set(db, monkeypatch):
+    monkeypatch.setenv("XTAT_FAULT", "*:run:lazy")  # TEST-ONLY: every candidate returns stale outputs
+    result = xtat.tune(tiny_mlp(), db=db, budget=3, **CODEGEN)
+    lazy = [r for k, r in _rows(db).items() if k != "{}"]
+    assert lazy and all(r[1] == "wrong_result" and "second input set" in r[2] for r in lazy)
+    assert not result.adopted
+    assert_nothing_lost(db)
+
+
+def test_impossibly_fast_candidates_are_rejected(db, monkeypatch):
+    import jax.numpy as jnp
+    import numpy as np
+
+    def heavy(x):  # ~ms of work; a stale result comes back in microseconds
+        for _ in range(20):
+            x = jnp.tanh(x @ x.T) @ x
+        return x.sum()
+
+    x = np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32) * 0.05
+    monkeypatch.setenv("XTAT_FAULT", "*:run:lazy")  # no make_inputs: only the timing can tell
+    result = xtat.tune(xtat.Workload(heavy, (x,), name="heavy"), db=db, budget=3, **CODEGEN)
+    lazy = [r for k, r in _rows(db).items() if k != "{}"]
+    assert lazy and all(r[1] == "wrong_result" and "impossibly fast" in r[2] for r in lazy)
+    assert not result.adopted
+    assert_nothing_lost(db)

@@ -44,6 +44,7 @@ class TuneSettings:
     # Speedups whose interval reaches into [1, 1 + tie_margin] are ties: two builds of the
     # same code in one worker differ by up to ~1.5% here (code and buffer placement).
     tie_margin: float = 0.02
+    impossible_speedup: float = 50.0  # a candidate this much faster than the default is not trusted
     rounds: int = 21  # interleaved rounds when re-measuring finalists
     min_sample_s: float = 0.02
     samples: int = 7
@@ -375,6 +376,13 @@ def _measure(store: Store, session: Session, workload_id: int, run_id: int, conf
             return finish(reply["status"], error=reply.get("error"), compile_s=compile_s, exe_hash=exe_hash,
                           max_abs_err=reply.get("max_abs_err"), max_rel_err=reply.get("max_rel_err")), spent
         spent += reply["measure_s"]
+        default = None if is_default else store.trial(workload_id, config_key({}))
+        if default is not None and default.median_s and \
+                reply["median_s"] * settings.impossible_speedup < default.median_s:
+            return finish("wrong_result", compile_s=compile_s, exe_hash=exe_hash, median_s=None,
+                          error=f"impossibly fast: {default.median_s / reply['median_s']:.0f}x faster than the "
+                                f"default (limit {settings.impossible_speedup:g}x); work skipped or outputs stale?"
+                          ), spent
         return finish(
             "ok", compile_s=compile_s, exe_hash=exe_hash, median_s=reply["median_s"],
             ci_low_s=reply["ci_s"][0], ci_high_s=reply["ci_s"][1], samples=reply["samples"],

@@ -10,7 +10,8 @@ one of KINDS. `*` as config_id matches every candidate except the default,
 `default` matches the default. `slow` adds 2 ms to every call of the build
 (to make the others look faster); `wrong` perturbs its outputs by 1%;
 `flaky` perturbs them on every third check only (a config wrong ~30% of the
-time).
+time); `lazy` (phase run) returns its first outputs again without computing
+(a stale buffer, work optimised away).
 Nothing in normal operation sets XTAT_FAULT.
 """
 
@@ -21,7 +22,7 @@ import os
 import signal
 import time
 
-KINDS = ("segfault", "abort", "hang", "hang_hard", "raise", "oom", "exit", "slow", "wrong", "flaky")
+KINDS = ("segfault", "abort", "hang", "hang_hard", "raise", "oom", "exit", "slow", "wrong", "flaky", "lazy")
 
 
 def _rules() -> list[tuple[str, str, str]]:
@@ -40,6 +41,10 @@ def _matching(config_id: str, phase: str, is_default: bool) -> list[str]:
 
 def slowdown_s(config_id: str) -> float:
     return 0.002 if "slow" in _matching(config_id, "run", config_id == "default") else 0.0
+
+
+def is_lazy(config_id: str) -> bool:
+    return "lazy" in _matching(config_id, "run", config_id == "default")
 
 
 def corrupts(config_id: str, phase: str, check_number: int) -> bool:
