@@ -185,10 +185,6 @@ class Pool:
         if worker is not None:
             worker.kill()
 
-    @property
-    def started(self) -> int:
-        return self._started
-
     def close(self) -> None:
         for worker in self._workers.values():
             worker.close()

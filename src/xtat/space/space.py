@@ -162,23 +162,3 @@ def codegen_space(platform: str, allow_numerics_change: bool = False, only: tupl
             stacklevel=2,
         )
     return Space(tuple(decisions), tuple(missing))
-
-
-def compile_options(config: Config) -> dict[str, object]:
-    """The `compiler_options` dict for `Lowered.compile` from a config."""
-    return dict(config.get(CODEGEN, {}))
-
-
-def validate_compile_options(options: dict[str, object]) -> dict[str, object]:
-    """Check names and types of raw XLA options against the installed XLA."""
-    catalog_ = catalog.debug_options()
-    typed = {}
-    for name, value in options.items():
-        info = catalog_.get(name)
-        if info is None:
-            raise UserError(f"unknown XLA option {name!r}: this XLA's DebugOptions has no such field")
-        try:
-            typed[name] = _typed(info, value)
-        except ValueError as exc:
-            raise UserError(f"XLA option {name!r} {exc}") from exc
-    return typed
