@@ -15,6 +15,8 @@ from typing import Any
 import jax
 from jax.experimental import serialize_executable
 
+from xtat.protowire import encode_varint, fields, read_varint
+
 
 @dataclass(frozen=True)
 class Built:
@@ -58,9 +60,9 @@ def executable_identity(compiled) -> str:
     digest = hashlib.sha256(_METADATA.sub("", text).encode())
     try:
         payload = compiled.runtime_executable().serialize()
-        length, start = _varint(payload, 0)
-        result = dict(_fields(payload[start + length:])).get(1)
-        parts = [(n, v) for n, v in _fields(result) if n != 1] if result else []
+        length, start = read_varint(payload, 0)
+        result = dict(fields(payload[start + length:])).get(1)
+        parts = [(n, v) for n, v in fields(result) if n != 1] if result else []
         if not any(n == 8 for n, _ in parts):  # no object files: not the layout we know
             raise ValueError("unknown executable layout")
         module = _module_name(text)
@@ -81,53 +83,8 @@ def _module_name(hlo_text: str) -> bytes:
     return first.split()[1].rstrip(",").encode() if first.startswith("HloModule ") else b""
 
 
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def _without_module_id(thunks: bytes, module: bytes) -> bytes:
     """Each ThunkInfo is {module_name: 2, module_id: 3}; the id is a process-wide
     counter that differs on every compile, so it must not reach the hash."""
-    name_field = b"\x12" + _encode_varint(len(module)) + module
+    name_field = b"\x12" + encode_varint(len(module)) + module
     return re.sub(re.escape(name_field) + rb"\x18[\x80-\xff]*[\x00-\x7f]", lambda m: name_field, thunks)
-
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = data[i]
-        i += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return result, i
-
-
-def _fields(data: bytes) -> list[tuple[int, bytes]]:
-    """Top-level fields of a protobuf message; varints re-encoded as their bytes."""
-    out, i = [], 0
-    while i < len(data):
-        tag, i = _varint(data, i)
-        number, wire = tag >> 3, tag & 7
-        if wire == 2:
-            length, i = _varint(data, i)
-            out.append((number, data[i : i + length]))
-            i += length
-        elif wire == 0:
-            start = i
-            _, i = _varint(data, i)
-            out.append((number, data[start:i]))
-        elif wire == 1:
-            out.append((number, data[i : i + 8]))
-            i += 8
-        elif wire == 5:
-            out.append((number, data[i : i + 4]))
-            i += 4
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-    return out

@@ -119,6 +119,14 @@ def _open(db: Optional[Path], read_only: bool = True):
         _fail(str(exc))
 
 
+def _open_workload(db: Optional[Path], name_or_fingerprint: str):
+    store = _open(db)
+    try:
+        return store, store.find_workload(name_or_fingerprint)
+    except UserError as exc:
+        _fail(str(exc))
+
+
 @app.command()
 def show(db: Optional[Path] = DbOption) -> None:
     """Workloads in the store with default and best times and speedups."""
@@ -144,11 +152,7 @@ def show(db: Optional[Path] = DbOption) -> None:
 def trials(workload: str = typer.Argument(..., help="Workload name or fingerprint prefix."),
            db: Optional[Path] = DbOption, as_json: bool = typer.Option(False, "--json")) -> None:
     """One row per trial of a workload."""
-    store = _open(db)
-    try:
-        record = store.find_workload(workload)
-    except UserError as exc:
-        _fail(str(exc))
+    store, record = _open_workload(db, workload)
     rows = store.trials(record.id)
     if as_json:
         from xtat.store.sqlite import _trial_json
@@ -203,11 +207,7 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
     """The compile options and process environment of a workload's adopted config."""
     from xtat.apply.jit import deployment
 
-    store = _open(db)
-    try:
-        record = store.find_workload(workload)
-    except UserError as exc:
-        _fail(str(exc))
+    store, record = _open_workload(db, workload)
     result = store.latest_result(record.id)
     adopted = bool(result and result.adopted)
     candidate = deployment(result.config) if adopted else None

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from xtat.protowire import fields, read_varint
+
 _F = descriptor_pb2.FieldDescriptorProto
 
 
@@ -25,17 +27,6 @@ class OptionInfo:
     repeated: bool
     enum_values: tuple[str, ...] = ()
     default: object = None
-
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = data[i]
-        i += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return result, i
 
 
 def _embedded_file_descriptor(blob: bytes, proto_path: str) -> descriptor_pb2.FileDescriptorProto:
@@ -50,11 +41,11 @@ def _embedded_file_descriptor(blob: bytes, proto_path: str) -> descriptor_pb2.Fi
         raise RuntimeError(f"descriptor of {proto_path} not found in jaxlib")
     start = i = match.start()
     while i < len(blob):
-        tag, j = _varint(blob, i)
+        tag, j = read_varint(blob, i)
         number, wire = tag >> 3, tag & 7
         if not 1 <= number <= 14 or wire not in (0, 2):
             break
-        length, j = _varint(blob, j)
+        length, j = read_varint(blob, j)
         i = j + length if wire == 2 else j
     return descriptor_pb2.FileDescriptorProto.FromString(blob[start:i])
 
@@ -103,29 +94,9 @@ def _default_debug_options_bytes() -> bytes:
 
     data = xla_client.CompileOptions().SerializeAsString()
     for _ in range(2):  # CompileOptionsProto.executable_build_options.debug_options
-        data = _field_bytes(data, 3)
+        data = dict(fields(data)).get(3, b"")
     return data
 
-
-def _field_bytes(data: bytes, wanted: int) -> bytes:
-    i = 0
-    while i < len(data):
-        tag, i = _varint(data, i)
-        number, wire = tag >> 3, tag & 7
-        if wire == 2:
-            length, i = _varint(data, i)
-            if number == wanted:
-                return data[i : i + length]
-            i += length
-        elif wire == 0:
-            _, i = _varint(data, i)
-        elif wire == 1:
-            i += 8
-        elif wire == 5:
-            i += 4
-        else:
-            break
-    return b""
 
 
 _KINDS = {
