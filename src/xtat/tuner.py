@@ -140,6 +140,16 @@ def make_stages() -> list:
     return [runtime, program, PassesStage([runtime, program]), CodegenStage()]
 
 
+def rewritten_exporter(workload: Workload) -> Callable[[dict], bytes]:
+    """Exports the workload's program with a set of program-stage rewrites applied."""
+    def export(program: dict) -> bytes:
+        from xtat.stages.program import rewrite
+
+        return export_flat(rewrite(workload.fn, program), workload.args, workload.kwargs or {})
+
+    return export
+
+
 def tune(
     workload: Workload,
     *,
@@ -161,14 +171,7 @@ def tune(
         codegen_space(captured.identity.env["platform"], settings.allow_numerics_change, settings.options)
     store = Store.open(db)
     folder = Path(tempfile.mkdtemp(prefix="xtat-run-"))
-    kwargs = workload.kwargs or {}
-
-    def export_rewritten(program: dict) -> bytes:
-        from xtat.stages.program import rewrite
-
-        return export_flat(rewrite(workload.fn, program), workload.args, kwargs)
-
-    session = Session(folder, captured.exported, captured.inputs, captured.verify_inputs, export_rewritten,
+    session = Session(folder, captured.exported, captured.inputs, captured.verify_inputs, rewritten_exporter(workload),
                       settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
     try:
         return _tune(captured, store, session, settings, started, on_trial)
@@ -209,16 +212,17 @@ class _Search:
             needs = ", ".join(f"{st}.{i}={v}" for st, i, v in decision.requires)
             self.inactive.setdefault(needs, []).append(f"{decision.stage}.{decision.id}")
         base_hash: str | None = None
+        base_config = self.space.canonical(base)
         start = self.considered
         while not self.exhausted() and (budget is None or self.considered - start < budget):
             config = strategy.ask()
             if config is None:
                 break
             trial = self.consider(config)
-            if config == self.space.canonical(base):
+            if config == base_config:
                 base_hash = trial.exe_hash
             ok = trial.status in ("ok", "duplicate") and trial.median_s is not None
-            same = base_hash is not None and trial.exe_hash == base_hash and config != base
+            same = base_hash is not None and trial.exe_hash == base_hash and config != base_config
             strategy.tell(config, trial.median_s if ok else None, same_as_base=same)
         self.no_ops.extend(n for n in strategy.no_ops if n not in self.no_ops)
 

@@ -19,8 +19,8 @@ from xtat.runner.session import DEFAULT_ID, Session
 from xtat.runner.timing import median_ci, speedup_ci
 from xtat.stages.base import STAGE_ORDER, Candidate, concretize
 from xtat.store.sqlite import Store
-from xtat.tuner import TuneSettings, make_stages
-from xtat.workload import Workload, capture, export_flat
+from xtat.tuner import TuneSettings, make_stages, rewritten_exporter
+from xtat.workload import Workload, capture
 
 FULL = "adopted"
 
@@ -43,14 +43,7 @@ def explain(workload: Workload, db: str | Path | None = None, settings: TuneSett
     for stage in (s for s in STAGE_ORDER if s in config):
         variants[f"without {stage}"] = {k: v for k, v in config.items() if k != stage}
     folder = Path(tempfile.mkdtemp(prefix="xtat-explain-"))
-    kwargs = workload.kwargs or {}
-
-    def export_rewritten(program: dict) -> bytes:
-        from xtat.stages.program import rewrite
-
-        return export_flat(rewrite(workload.fn, program), workload.args, kwargs)
-
-    session = Session(folder, captured.exported, captured.inputs, None, export_rewritten,
+    session = Session(folder, captured.exported, captured.inputs, None, rewritten_exporter(workload),
                       settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
     try:
         builds = [(DEFAULT_ID, Candidate())]
