@@ -19,7 +19,7 @@ from xtat.errors import UserError
 from xtat.runner.pool import WorkerFailure
 from xtat.runner.session import DEFAULT_ID, Session
 from xtat.runner.timing import TimingPolicy, median_ci, speedup_ci
-from xtat.search.sweep import SweepThenRandom
+from xtat.search import make_strategy
 from xtat.space.space import Config, Decision, Space, config_id, config_key
 from xtat.stages.base import STAGE_ORDER, Candidate, Context, concretize
 from xtat.store.sqlite import Store, Trial
@@ -39,6 +39,7 @@ class TuneSettings:
     options: tuple[str, ...] | None = None  # restrict the codegen stage to these XLA options
     stages: tuple[str, ...] = STAGE_ORDER  # the stages whose decisions are searched
     formulation: str = "joint"  # joint | staged | alternating
+    strategy: str = "sweep"  # a name in xtat.search.STRATEGIES
     finalists: int = 3
     verify_repeats: int = 3  # checks of a would-be winner on make_inputs(1); one failure demotes it
     # Speedups whose interval reaches into [1, 1 + tie_margin] are ties: two builds of the
@@ -66,6 +67,10 @@ class TuneSettings:
         unknown = [s for s in self.stages if s not in STAGE_ORDER]
         if unknown or not self.stages:
             raise UserError(f"--stages {list(self.stages)}: choose one or more of {', '.join(STAGE_ORDER)}")
+        from xtat.search import STRATEGIES
+
+        if self.strategy not in STRATEGIES:
+            raise UserError(f"--strategy {self.strategy!r}: choose one of {', '.join(STRATEGIES)}")
         if self.formulation not in FORMULATIONS:
             raise UserError(f"--formulation {self.formulation!r}: choose one of {', '.join(FORMULATIONS)}")
 
@@ -206,8 +211,8 @@ class _Search:
         """Search `decisions` around `base` for at most `budget` configs (None: until exhausted)."""
         self.space = self.space.extended(decisions)
         known = self.space.by_key()
-        strategy = SweepThenRandom(decisions, self.settings.seed, base, canonical=self.space.canonical,
-                                   searchable=lambda stage, id: (stage, id) in known)
+        strategy = make_strategy(self.settings.strategy, decisions, seed=self.settings.seed, base=base,
+                                 canonical=self.space.canonical, searchable=lambda stage, id: (stage, id) in known)
         for decision in strategy.inactive:
             needs = ", ".join(f"{st}.{i}={v}" for st, i, v in decision.requires)
             self.inactive.setdefault(needs, []).append(f"{decision.stage}.{decision.id}")

@@ -201,11 +201,15 @@ def capture(workload: Workload) -> Capture:
 
 
 def load_target(target: str) -> Workload:
-    """Resolve `package.module:attr` or `path/to/file.py:attr` to a Workload.
+    """Resolve `suite:NAME[/FORM]`, `package.module:attr` or `path/to/file.py:attr` to a Workload.
 
     attr may name a Workload, or a zero-argument callable returning a Workload
     or an `(fn, args)` pair.
     """
+    if target.startswith("suite:"):
+        from xtat.suite import suite_workload
+
+        return suite_workload(target.removeprefix("suite:"))
     if ":" not in target:
         raise UserError(
             f"TARGET {target!r} must look like 'package.module:attr' or 'path/to/file.py:attr'"

@@ -48,6 +48,7 @@ def tune(
     options: Optional[str] = typer.Option(None, help="Comma-separated XLA options to search (default: all curated)."),
     stages: str = typer.Option(",".join(STAGE_ORDER), help="Stages whose decisions are searched."),
     formulation: str = typer.Option("joint", help="joint | staged | alternating."),
+    strategy: str = typer.Option("sweep", help="Search strategy (see xtat.search.STRATEGIES)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
@@ -62,7 +63,7 @@ def tune(
                                 rtol=rtol, atol=atol,
                                 options=tuple(o.strip() for o in options.split(",") if o.strip()) if options else None,
                                 stages=tuple(s.strip() for s in stages.split(",") if s.strip()),
-                                formulation=formulation)
+                                formulation=formulation, strategy=strategy)
     except UserError as exc:
         _fail(str(exc))
     failures = 0
@@ -256,6 +257,32 @@ def explain(target: Optional[str] = typer.Argument(None, help="The workload's TA
                       "" if share is None else f"{share:.0%}")
     out.print(table)
     out.print(f"interaction (not explained by single stages): {report['interaction']:.0%}")
+
+
+suite_app = typer.Typer(help="The built-in model suite.")
+app.add_typer(suite_app, name="suite")
+
+
+@suite_app.command("list")
+def suite_list(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Every suite workload; tune one with `xtat tune suite:NAME/train` or `suite:NAME/inference`."""
+    from xtat.suite import entries
+
+    found = entries()
+    if as_json:
+        sys.stdout.write(json.dumps([{"name": e.name, "family": e.family, "description": e.description,
+                                      "forms": ["train", "inference"], "knobs": list(e.knobs)}
+                                     for e in found.values()]) + "\n")
+        return
+    table = Table(title=f"{len(found)} suite workloads, each as NAME/train and NAME/inference")
+    for column in ("name", "family", "knobs", "description"):
+        table.add_column(column, overflow="fold")
+    for e in found.values():
+        table.add_row(e.name, e.family, ", ".join(e.knobs), e.description)
+    out.print(table)
+
+
+# --- more commands register here (bench, compare): keep one block per command module ---
 
 
 def main() -> None:

@@ -1,0 +1,63 @@
+"""The model suite: real architectures at a `small` (2 CPU cores) and a `large`
+(one accelerator) size, each as a training step and an inference step.
+
+Every module of this package that defines `ENTRIES: list[SuiteEntry]` joins
+the suite; `xtat suite list` shows them and `xtat tune suite:NAME/FORM`
+tunes one (FORM is `train` or `inference`; `suite:NAME` means train).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Callable
+
+from xtat.errors import UserError
+from xtat.workload import Workload
+
+FORMS = ("train", "inference")
+SIZES = ("small", "large")
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    name: str  # e.g. "moe-glam"; unique across the suite
+    family: str  # e.g. "mixture of experts"
+    description: str  # one line: the architecture and its small size
+    train: Callable[[str], Workload]  # size -> training step (loss, grads, optax update)
+    inference: Callable[[str], Workload]  # size -> inference step
+    knobs: tuple[str, ...] = ()  # xtat.knob names the workload declares
+
+    def workload(self, form: str = "train", size: str = "small") -> Workload:
+        if form not in FORMS:
+            raise UserError(f"suite form {form!r}: choose one of {', '.join(FORMS)}")
+        if size not in SIZES:
+            raise UserError(f"suite size {size!r}: choose one of {', '.join(SIZES)}")
+        workload = (self.train if form == "train" else self.inference)(size)
+        if workload.name is None or not workload.name.startswith(self.name):
+            workload = Workload(workload.fn, workload.args, workload.kwargs, f"{self.name}/{form}",
+                                workload.make_inputs)
+        return workload
+
+
+def entries() -> dict[str, SuiteEntry]:
+    """Every suite entry by name, in module then declaration order."""
+    found: dict[str, SuiteEntry] = {}
+    for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        for entry in getattr(module, "ENTRIES", ()):
+            if entry.name in found:
+                raise RuntimeError(f"suite entry {entry.name!r} is defined twice")
+            found[entry.name] = entry
+    return found
+
+
+def suite_workload(spec: str, size: str = "small") -> Workload:
+    """`NAME`, `NAME/train` or `NAME/inference` -> the workload."""
+    name, _, form = spec.partition("/")
+    known = entries()
+    if name not in known:
+        raise UserError(f"suite workload {name!r} does not exist; `xtat suite list` shows the "
+                        f"{len(known)} there are")
+    return known[name].workload(form or "train", size)

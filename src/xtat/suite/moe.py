@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from xtat.suite import SuiteEntry
 from xtat.workload import Workload
 
 PyTree = Any
@@ -361,3 +362,11 @@ def moe_inference_step(size: str = "small") -> Workload:
         name="moe_inference_step",
         make_inputs=make_inputs,
     )
+
+
+ENTRIES = [
+    SuiteEntry("moe-glam", "mixture of experts",
+               "GLaM-style decoder, top-2 gating, MoE every other layer, one-hot einsum dispatch; "
+               "small: d_model 128, 4 experts, 2 layers, batch 8 x 64 tokens",
+               moe_train_step, moe_inference_step),
+]
