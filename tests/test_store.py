@@ -76,3 +76,33 @@ def test_trial_status_is_final_once(tmp_path):
     before = store.export()
     assert store.start_trial(wid, None, {}, "{}") is None  # finished (by another tuner): not restarted
     assert store.export() == before
+
+
+def test_a_version_1_file_is_upgraded_in_place_with_its_rows_unchanged(tmp_path):
+    db = tmp_path / "v1.db"
+    _filled(db).close()
+    with sqlite3.connect(db) as con:  # make it what xtat 0.1 with schema 1 wrote
+        con.execute("ALTER TABLE trials DROP COLUMN metrics")
+        con.execute("DROP TABLE machine")
+        con.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+        before = con.execute("SELECT * FROM trials ORDER BY id").fetchall()
+    store = Store.open(db)
+    store.set_machine_fact("peaks", {"flops": 1.0})
+    assert store.machine_fact("peaks") == {"flops": 1.0}
+    store.close()
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+        assert [row[:-1] for row in con.execute("SELECT * FROM trials ORDER BY id")] == before
+        assert all(row[-1] is None for row in con.execute("SELECT * FROM trials"))
+
+
+def test_trial_metrics_round_trip_through_export_and_import(tmp_path):
+    store = _filled(tmp_path / "a.db")
+    wid = store.workloads()[0].id
+    t = store.start_trial(wid, None, {"codegen": {"b": 2}}, '{"codegen":{"b":2}}')
+    store.finish_trial(t, "ok", median_s=1e-3, metrics={"peak_bytes": 1024, "flops": 2.0e6})
+    document = json.loads(json.dumps(store.export()))
+    target = Store.open(tmp_path / "b.db")
+    target.import_(document)
+    [trial] = [t for t in target.trials(target.workloads()[0].id) if t.config == {"codegen": {"b": 2}}]
+    assert trial.metrics == {"peak_bytes": 1024, "flops": 2.0e6}

@@ -16,7 +16,7 @@ _TRIAL_FIELDS: dict[str, tuple[type, ...]] = {
     "compile_s": (int, float, type(None)), "exe_hash": (str, type(None)), "median_s": (int, float, type(None)),
     "ci_low_s": (int, float, type(None)), "ci_high_s": (int, float, type(None)), "samples": (list, type(None)),
     "max_abs_err": (int, float, type(None)), "max_rel_err": (int, float, type(None)),
-    "worker_s": (int, float, type(None)), "spent_s": (int, float, type(None)), "created_at": (int, float),
+    "worker_s": (int, float, type(None)), "spent_s": (int, float, type(None)), "created_at": (int, float), "metrics": (dict, type(None)),
 }
 _RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "adopted": (bool,), "config": (dict,), "default_s": (int, float, type(None)),
@@ -78,7 +78,7 @@ def validate_export(document: Any) -> list[dict]:
             at = f"{where}.trials[{j}]"
             _check_fields(at, trial, _TRIAL_FIELDS, {"error", "compile_s", "exe_hash", "median_s", "ci_low_s",
                                                       "ci_high_s", "samples", "max_abs_err", "max_rel_err",
-                                                      "worker_s", "spent_s"})
+                                                      "worker_s", "spent_s", "metrics"})
             if trial["status"] not in FINAL_STATUSES:
                 raise UserError(f"import: {at}.status {trial['status']!r} is not one of {list(FINAL_STATUSES)}")
             _check_config(at, trial["config"])

@@ -19,7 +19,7 @@ from typing import Iterator
 
 from xtat.errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: trials.metrics, machine table
 APPLICATION = "xtat"
 
 FINAL_STATUSES = ("ok", "duplicate", "wrong_result", "compile_error", "run_error", "crash", "timeout", "oom")
@@ -66,6 +66,7 @@ CREATE TABLE IF NOT EXISTS trials (
     spent_s REAL,
     created_at REAL NOT NULL,
     finished_at REAL,
+    metrics TEXT,
     UNIQUE (workload_id, config_key)
 );
 CREATE TABLE IF NOT EXISTS results (
@@ -82,7 +83,17 @@ CREATE TABLE IF NOT EXISTS results (
     detail TEXT NOT NULL,
     created_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS machine (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    measured_at REAL NOT NULL
+);
 """
+
+# Additive upgrades from older schema versions, applied in one transaction on open for writing.
+_UPGRADES = {
+    2: "ALTER TABLE trials ADD COLUMN metrics TEXT",
+}
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,7 @@ class Trial:
     worker_s: float | None
     spent_s: float | None
     created_at: float
+    metrics: dict | None = None  # compile-time facts: peak memory, cost analysis, HLO features
 
     @property
     def config_key(self) -> str:
@@ -175,6 +187,14 @@ def _inspect(path: Path) -> None:
         )
 
 
+def _schema_version(con: sqlite3.Connection) -> int:
+    """The file's schema version; 0 for a new, empty file."""
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone():
+        return 0
+    row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
 class Store:
     def __init__(self, path: Path, con: sqlite3.Connection, read_only: bool):
         self.path = path
@@ -199,13 +219,29 @@ class Store:
                 if os.environ.get("XTAT_TEST_MAX_PAGES"):  # TEST-ONLY: simulate a full disk
                     con.execute(f"PRAGMA max_page_count={int(os.environ['XTAT_TEST_MAX_PAGES'])}")
                 with con:
-                    con.executescript(_SCHEMA)
+                    con.execute("BEGIN IMMEDIATE")
+                    version = _schema_version(con)
+                    for target in range(version + 1, SCHEMA_VERSION + 1) if version else ():
+                        con.execute(_UPGRADES[target])
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            con.execute(statement)
                     con.execute("INSERT OR IGNORE INTO meta VALUES ('application', ?)", (APPLICATION,))
-                    con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                    con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open {path} for writing ({exc}); check the path and its permissions") from exc
         con.row_factory = sqlite3.Row
         return cls(path, con, read_only)
+
+    # -- machine facts (e.g. roofline peaks), keyed by what they describe ----------
+
+    def machine_fact(self, key: str) -> dict | None:
+        row = self._con.execute("SELECT value FROM machine WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def set_machine_fact(self, key: str, value: dict) -> None:
+        with self._write() as con:
+            con.execute("INSERT OR REPLACE INTO machine VALUES (?, ?, ?)", (key, json.dumps(value), time.time()))
 
     def close(self) -> None:
         self._con.close()
@@ -308,12 +344,14 @@ class Store:
         if status not in FINAL_STATUSES:
             raise ValueError(f"unknown trial status {status!r}")
         allowed = {"error", "compile_s", "exe_hash", "median_s", "ci_low_s", "ci_high_s", "samples",
-                   "max_abs_err", "max_rel_err", "same_as", "worker_s", "spent_s"}
+                   "max_abs_err", "max_rel_err", "same_as", "worker_s", "spent_s", "metrics"}
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"unknown trial fields {sorted(unknown)}")
         if "samples" in fields and fields["samples"] is not None:
             fields["samples"] = json.dumps(fields["samples"])
+        if "metrics" in fields and fields["metrics"] is not None:
+            fields["metrics"] = json.dumps(fields["metrics"])
         columns = ", ".join(f"{name}=?" for name in fields)
         with self._write() as con:
             con.execute(
@@ -343,6 +381,7 @@ class Store:
             samples=json.loads(row["samples"]) if row["samples"] else None,
             max_abs_err=row["max_abs_err"], max_rel_err=row["max_rel_err"], same_as=row["same_as"],
             worker_s=row["worker_s"], spent_s=row["spent_s"], created_at=row["created_at"],
+            metrics=json.loads(row["metrics"]) if row["metrics"] else None,
         )
 
     # -- results --------------------------------------------------------------
@@ -422,13 +461,13 @@ class Store:
                     cur = con.execute(
                         "INSERT OR IGNORE INTO trials (workload_id, config_key, config, status, error, compile_s, "
                         "exe_hash, median_s, ci_low_s, ci_high_s, samples, max_abs_err, max_rel_err, worker_s, "
-                        "spent_s, created_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "spent_s, created_at, finished_at, metrics) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         (workload_id, t["config_key"], json.dumps(t["config"]), t["status"], t.get("error"),
                          t.get("compile_s"), t.get("exe_hash"), t.get("median_s"), t.get("ci_low_s"),
                          t.get("ci_high_s"), json.dumps(t["samples"]) if t.get("samples") else None,
                          t.get("max_abs_err"), t.get("max_rel_err"), t.get("worker_s"), t.get("spent_s"),
-                         t["created_at"],
-                         time.time()),
+                         t["created_at"], time.time(),
+                         json.dumps(t["metrics"]) if t.get("metrics") else None),
                     )
                     counts["trials"] += cur.rowcount
                 known = {row[0] for row in con.execute("SELECT created_at FROM results WHERE workload_id=?",
@@ -453,6 +492,7 @@ def _trial_json(t: Trial) -> dict:
         "compile_s": t.compile_s, "exe_hash": t.exe_hash, "median_s": t.median_s, "ci_low_s": t.ci_low_s,
         "ci_high_s": t.ci_high_s, "samples": t.samples, "max_abs_err": t.max_abs_err,
         "max_rel_err": t.max_rel_err, "worker_s": t.worker_s, "spent_s": t.spent_s, "created_at": t.created_at,
+        "metrics": t.metrics,
     }
 
 
