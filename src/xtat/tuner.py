@@ -93,6 +93,7 @@ class TrialEvent:
     median_s: float | None
     best_s: float | None
     resumed: bool
+    spent_s: float  # the trial's cost: compile, verify and time (recorded cost when resumed)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ class TuneResult:
     finalists: list[dict] = field(default_factory=list)
     no_ops: list[str] = field(default_factory=list)  # decisions that never changed the executable
     notes: list[str] = field(default_factory=list)  # e.g. why a stage was left out
+    history: list[TrialEvent] = field(default_factory=list)  # this run's configs in the order considered
 
     def to_json(self) -> dict:
         return {
@@ -126,6 +128,7 @@ class TuneResult:
             "trials": self.trials, "best_config": self.best_config, "new_trials": self.new_trials,
             "message": self.message, "wall_s": self.wall_s, "worker_s": self.worker_s, "db": self.db,
             "finalists": self.finalists, "no_ops": self.no_ops, "notes": self.notes,
+            "history": [asdict(event) for event in self.history],
         }
 
 
@@ -199,6 +202,7 @@ class _Search:
         self.worker_s = 0.0
         self.best_s: float | None = None
         self.keys: set[str] = set()  # configs considered in this run
+        self.history: list[TrialEvent] = []
         self.no_ops: list[str] = []
         self.inactive: dict[str, list[str]] = {}  # requirement -> decisions that could not be active
 
@@ -256,8 +260,11 @@ class _Search:
                                        max((trial.worker_s or 0) - (trial.compile_s or 0), 0.1))
         if trial.status in ("ok", "duplicate") and trial.median_s is not None:
             self.best_s = trial.median_s if self.best_s is None else min(self.best_s, trial.median_s)
+        event = TrialEvent(self.considered, config, trial.status, trial.median_s, self.best_s, resumed,
+                           trial.spent_s or 0.0)
+        self.history.append(event)
         if self.on_trial:
-            self.on_trial(TrialEvent(self.considered, config, trial.status, trial.median_s, self.best_s, resumed))
+            self.on_trial(event)
         return trial
 
     def best_config(self) -> Config:
@@ -312,6 +319,7 @@ def _tune(captured: Capture, store: Store, session: Session, settings: TuneSetti
     summary = {**summary, "default_ci_ms": tuple(summary["default_ci_ms"]),
                "best_ci_ms": tuple(summary["best_ci_ms"]), "speedup_ci": tuple(summary["speedup_ci"])}
     return TuneResult(**summary, trials=_counts(store.trials(workload_id)), new_trials=search.new_trials,
+                      history=search.history,
                       wall_s=time.perf_counter() - started, worker_s=search.worker_s, db=str(store.path))
 
 
