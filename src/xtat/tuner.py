@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from xtat.errors import UserError
+from xtat.model.objectives import OBJECTIVES, pareto_front
 from xtat.runner.pool import WorkerFailure
 from xtat.runner.session import DEFAULT_ID, Session
 from xtat.runner.timing import TimingPolicy, median_ci, speedup_ci
@@ -52,6 +53,11 @@ class TuneSettings:
     deadline_factor: float = 10.0  # deadlines are this multiple of the default's times
     min_deadline_s: float = 30.0
     startup_deadline_s: float = 180.0
+    # Racing (runner.timing.Race): stop timing a candidate whose fastest of >= race_min_samples
+    # samples is above the incumbent's median x (1 + race_margin). None: time every sample.
+    race_margin: float | None = 0.10
+    race_min_samples: int = 3
+    objectives: tuple[str, ...] = ("time",)  # with more, the result carries their Pareto front
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
@@ -73,6 +79,12 @@ class TuneSettings:
             raise UserError(f"--strategy {self.strategy!r}: choose one of {', '.join(STRATEGIES)}")
         if self.formulation not in FORMULATIONS:
             raise UserError(f"--formulation {self.formulation!r}: choose one of {', '.join(FORMULATIONS)}")
+        if not self.objectives or self.objectives[0] != "time" or \
+                any(o not in OBJECTIVES for o in self.objectives) or len(set(self.objectives)) < len(self.objectives):
+            raise UserError(f"--objectives {','.join(self.objectives)}: start with time, then any of "
+                            f"{', '.join(OBJECTIVES[1:])} (adoption is always on run time)")
+        if self.race_min_samples < 3 or (self.race_margin is not None and self.race_margin < 0):
+            raise UserError("racing needs race_min_samples >= 3 and race_margin >= 0 (or None to turn it off)")
 
     @property
     def timing(self) -> dict:
@@ -117,6 +129,7 @@ class TuneResult:
     finalists: list[dict] = field(default_factory=list)
     no_ops: list[str] = field(default_factory=list)  # decisions that never changed the executable
     notes: list[str] = field(default_factory=list)  # e.g. why a stage was left out
+    pareto: list[dict] = field(default_factory=list)  # with --objectives beyond time: the non-dominated trials
     history: list[TrialEvent] = field(default_factory=list)  # this run's configs in the order considered
 
     def to_json(self) -> dict:
@@ -127,7 +140,7 @@ class TuneResult:
             "speedup": self.speedup, "speedup_ci": list(self.speedup_ci), "adopted": self.adopted,
             "trials": self.trials, "best_config": self.best_config, "new_trials": self.new_trials,
             "message": self.message, "wall_s": self.wall_s, "worker_s": self.worker_s, "db": self.db,
-            "finalists": self.finalists, "no_ops": self.no_ops, "notes": self.notes,
+            "finalists": self.finalists, "no_ops": self.no_ops, "notes": self.notes, "pareto": self.pareto,
             "history": [asdict(event) for event in self.history],
         }
 
@@ -318,8 +331,9 @@ def _tune(captured: Capture, store: Store, session: Session, settings: TuneSetti
     store.finish_run(run_id, "finished")
     summary = {**summary, "default_ci_ms": tuple(summary["default_ci_ms"]),
                "best_ci_ms": tuple(summary["best_ci_ms"]), "speedup_ci": tuple(summary["speedup_ci"])}
+    pareto = pareto_front(store.trials(workload_id), settings.objectives) if len(settings.objectives) > 1 else []
     return TuneResult(**summary, trials=_counts(store.trials(workload_id)), new_trials=search.new_trials,
-                      history=search.history,
+                      history=search.history, pareto=pareto,
                       wall_s=time.perf_counter() - started, worker_s=search.worker_s, db=str(store.path))
 
 
@@ -374,8 +388,8 @@ def _measure(store: Store, session: Session, workload_id: int, run_id: int, conf
         if not reply.get("ok"):
             _discard_after_oom(session, candidate, reply)
             return finish(reply["status"], error=reply.get("error")), spent
-        spent += reply["compile_s"]
-        compile_s, exe_hash = reply["compile_s"], reply["exe_hash"]
+        spent += 0.0 if reply.get("cached") else reply["compile_s"]
+        compile_s, exe_hash, metrics = reply["compile_s"], reply["exe_hash"], reply.get("metrics") or {}
         same = store.measured_with_hash(workload_id, exe_hash)
         if same is not None:
             worker.request("release", session.compile_deadline_s, ids=[cid])
@@ -383,15 +397,20 @@ def _measure(store: Store, session: Session, workload_id: int, run_id: int, conf
                 "duplicate", compile_s=compile_s, exe_hash=exe_hash, same_as=same.id,
                 median_s=same.median_s, ci_low_s=same.ci_low_s, ci_high_s=same.ci_high_s,
                 error=None if same.status == "ok" else f"same executable as trial {same.id} ({same.status})",
-                worker_s=compile_s,
+                worker_s=compile_s, metrics={**metrics, "raced": bool((same.metrics or {}).get("raced"))},
             ), spent
+        incumbent_s = None if is_default or settings.race_margin is None else _incumbent_s(store.trials(workload_id))
+        race = None if incumbent_s is None else {"incumbent_s": incumbent_s, "margin": settings.race_margin,
+                                                 "min_samples": settings.race_min_samples}
         reply = worker.request("measure", session.measure_deadline_s, id=cid, tolerance=settings.tolerance,
-                               timing=settings.timing, is_default=is_default)
+                               timing=settings.timing, is_default=is_default, race=race)
         worker.request("release", session.compile_deadline_s, ids=[cid])
         if not reply.get("ok"):
             _discard_after_oom(session, candidate, reply)
             return finish(reply["status"], error=reply.get("error"), compile_s=compile_s, exe_hash=exe_hash,
-                          max_abs_err=reply.get("max_abs_err"), max_rel_err=reply.get("max_rel_err")), spent
+                          max_abs_err=reply.get("max_abs_err"), max_rel_err=reply.get("max_rel_err"),
+                          metrics=metrics), spent
+        metrics["raced"] = bool(reply.get("raced"))
         spent += reply["measure_s"]
         default = None if is_default else store.trial(workload_id, config_key({}))
         if default is not None and default.median_s and \
@@ -404,13 +423,20 @@ def _measure(store: Store, session: Session, workload_id: int, run_id: int, conf
             "ok", compile_s=compile_s, exe_hash=exe_hash, median_s=reply["median_s"],
             ci_low_s=reply["ci_s"][0], ci_high_s=reply["ci_s"][1], samples=reply["samples"],
             max_abs_err=reply.get("max_abs_err"), max_rel_err=reply.get("max_rel_err"),
-            worker_s=compile_s + reply["measure_s"],
+            worker_s=compile_s + reply["measure_s"], metrics=metrics,
         ), spent
     except WorkerFailure as failure:
         session.discard(candidate.env)
         return finish(failure.status, error=failure.error), spent
     except UserError as exc:  # the program stage could not rewrite this config
         return finish("compile_error", error=str(exc)), spent
+
+
+def _incumbent_s(trials: list[Trial]) -> float | None:
+    """The fastest fully timed median so far: what a candidate must race against."""
+    medians = [t.median_s for t in trials if t.status == "ok" and t.median_s is not None
+               and not (t.metrics or {}).get("raced")]
+    return min(medians) if medians else None
 
 
 def _discard_after_oom(session: Session, candidate: Candidate, reply: dict) -> None:
@@ -436,7 +462,9 @@ def _finalize(captured: Capture, store: Store, session: Session, workload_id: in
     default = next((t for t in trials if not t.config and t.status == "ok"), None)
     assert default is not None and default.median_s is not None
     candidates, seen = [], {default.exe_hash}
-    for t in sorted((t for t in trials if t.config and t.status == "ok" and t.median_s is not None),
+    # A raced trial's median rests on a few samples of a candidate already known to be slower.
+    for t in sorted((t for t in trials if t.config and t.status == "ok" and t.median_s is not None
+                     and not (t.metrics or {}).get("raced")),
                     key=lambda t: t.median_s):  # type: ignore[arg-type, return-value]
         if t.exe_hash in seen or t.median_s >= default.median_s:  # type: ignore[operator]
             continue

@@ -15,11 +15,13 @@ import os
 import sys
 import time
 import traceback
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
 
 INPUT_SETS = ("main", "verify")
+COMPILE_CACHE_SIZE = 4
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -34,6 +36,10 @@ class Worker:
         self.inputs: dict[str, tuple[tuple, dict]] = {}
         self.reference: dict[str, list[np.ndarray]] = {}
         self.built: dict[str, object] = {}
+        # Compile cache: recent builds by (program, options), kept after `release`, so a
+        # config compiled before in this worker (the default after its reference run, a
+        # config asked again) is not compiled again. Bounded: executables hold memory.
+        self.cache: OrderedDict[str, tuple[object, dict]] = OrderedDict()
         self.slowdown_s: dict[str, float] = {}
         self.lazy: dict[str, object] = {}  # test-only fault: builds that return stale outputs
         self.checks: dict[str, int] = {}  # output checks per build (for the test-only flaky fault)
@@ -70,17 +76,31 @@ class Worker:
         from xtat.build.builder import build
         from xtat.runner import faults
 
+        from xtat.model.features import compile_metrics
+
         args, kwargs = self.inputs["main"]
+        key = json.dumps([program, options], sort_keys=True)
+        cached = key in self.cache
         try:
             faults.inject(id, "compile", is_default)
-            built = build(self._program(program), args, kwargs, options)
+            if cached:
+                self.cache.move_to_end(key)
+                built, metrics = self.cache[key]
+            else:
+                built = build(self._program(program), args, kwargs, options)
+                metrics = compile_metrics(built.compiled)
         except Exception as exc:
             return {"ok": False, "status": "oom" if _is_oom(exc) else "compile_error", "error": _error_text(exc)}
+        self.cache[key] = (built, metrics)
+        while len(self.cache) > COMPILE_CACHE_SIZE:
+            self.cache.popitem(last=False)
         self.built[id] = built
         self.slowdown_s[id] = faults.slowdown_s(id)
         if faults.is_lazy(id):
             self.lazy[id] = None
-        return {"ok": True, "compile_s": built.compile_s, "exe_hash": built.exe_hash}
+        # compile_s stays the build's real compile time (a trial's property); `cached` says none was spent now.
+        return {"ok": True, "compile_s": built.compile_s, "exe_hash": built.exe_hash, "metrics": metrics,
+                "cached": cached}
 
     def _call(self, id: str, input_set: str):
         import jax
@@ -128,10 +148,15 @@ class Worker:
             "mismatch": result.message,
         }
 
-    def measure(self, id: str, tolerance: dict, timing: dict, is_default: bool = False) -> dict:
-        """Verify on the main inputs, then time: warm-up, calibrate, samples."""
+    def measure(self, id: str, tolerance: dict, timing: dict, is_default: bool = False,
+                race: dict | None = None) -> dict:
+        """Verify on the main inputs, then time: warm-up, calibrate, samples.
+
+        With `race` ({"incumbent_s", "margin", "min_samples"}) timing stops early once the
+        build is clearly slower than the incumbent (`timing.Race`); the reply says `raced`.
+        """
         from xtat.runner import faults
-        from xtat.runner.timing import TimingPolicy, calibrate, median_ci, sample
+        from xtat.runner.timing import Race, TimingPolicy, calibrate, median_ci, sample
 
         policy = TimingPolicy(**timing)
         start = time.perf_counter()
@@ -148,13 +173,18 @@ class Worker:
                 return {"ok": False, "status": "wrong_result", "error": check["mismatch"], **check}
             call = lambda: self._call(id, "main")  # noqa: E731
             inner = calibrate(call, policy)
-            samples = [sample(call, inner) for _ in range(policy.samples)]
+            racing = Race(**race) if race else None
+            samples: list[float] = []
+            raced = False
+            while len(samples) < policy.samples and not raced:
+                samples.append(sample(call, inner))
+                raced = racing is not None and len(samples) < policy.samples and racing.lost(samples)
         except Exception as exc:
             return {"ok": False, "status": "oom" if _is_oom(exc) else "run_error", "error": _error_text(exc)}
         median, low, high = median_ci(samples, seed=policy.seed)
         return {
             "ok": True, "samples": samples, "inner": inner, "median_s": median, "ci_s": [low, high],
-            "measure_s": time.perf_counter() - start, **check,
+            "measure_s": time.perf_counter() - start, "raced": raced, **check,
         }
 
     def verify(self, id: str, input_set: str, tolerance: dict) -> dict:
@@ -184,6 +214,7 @@ class Worker:
         return {"ok": True, "seconds": sample(lambda: self._call(id, "main"), inner)}
 
     def release(self, ids: list[str]) -> dict:
+        """Forget builds by id; the compile cache may keep their executables a while longer."""
         for id in ids:
             self.built.pop(id, None)
         return {"ok": True}

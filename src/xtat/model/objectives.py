@@ -1,0 +1,49 @@
+"""Objectives beyond run time, and the Pareto front over them.
+
+Adoption is always decided on run time (the interval rule in `tuner._finalize`);
+compile time and peak memory are reported as trade-offs: the trials that no
+other trial beats on every chosen objective at once.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from xtat.model.features import peak_bytes
+from xtat.store.sqlite import Trial
+
+OBJECTIVES = ("time", "compile", "memory")
+
+
+def objective_values(trial: Trial, objectives: Sequence[str]) -> tuple[float, ...] | None:
+    """The trial's value for each objective (lower is better), None when one is unknown."""
+    values = {"time": trial.median_s, "compile": trial.compile_s, "memory": peak_bytes(trial.metrics)}
+    chosen = tuple(values[o] for o in objectives)
+    return None if any(v is None for v in chosen) else tuple(float(v) for v in chosen)  # type: ignore[arg-type]
+
+
+def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
+    """a is no worse than b on every objective and better on at least one."""
+    return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+
+
+def pareto_indices(points: Sequence[Sequence[float]]) -> list[int]:
+    """Indices of the non-dominated points, in input order; of equal points the first is kept."""
+    front: list[int] = []
+    for i, p in enumerate(points):
+        if any(dominates(q, p) for q in points):
+            continue
+        if any(tuple(points[j]) == tuple(p) for j in front):
+            continue
+        front.append(i)
+    return front
+
+
+def pareto_front(trials: list[Trial], objectives: Sequence[str]) -> list[dict]:
+    """The non-dominated ok trials over `objectives`, fastest first."""
+    scored = [(t, v) for t in trials if t.status == "ok" for v in [objective_values(t, objectives)] if v is not None]
+    front = [scored[i][0] for i in pareto_indices([v for _, v in scored])]
+    return [{"trial": t.id, "config": t.config, "median_ms": t.median_s * 1e3,  # type: ignore[operator]
+             "compile_s": t.compile_s, "peak_bytes": peak_bytes(t.metrics),
+             "raced": bool((t.metrics or {}).get("raced"))}
+            for t in sorted(front, key=lambda t: t.median_s)]  # type: ignore[arg-type, return-value]
