@@ -31,6 +31,21 @@ def test_configs_become_candidates_stage_by_stage():
     assert candidate.program == {"knob:block": 4}
     assert dict(candidate.env)["XTAT_CPUS"].count(",") == 0
     assert concretize(make_stages(), {}) == Candidate()
+    devices = concretize(make_stages(), {"runtime": {"host_devices": 2}})
+    assert dict(devices.env) == {"XTAT_HOST_DEVICES": "2"}
+
+
+def test_the_worker_applies_the_host_device_count_before_jax_starts():
+    import subprocess
+    import sys
+
+    code = ("from xtat.runner.worker import _apply_runtime; _apply_runtime(); import jax, os; "
+            "print(jax.local_device_count('cpu'), os.environ['XLA_FLAGS'])")
+    env = {**__import__("os").environ, "XTAT_HOST_DEVICES": "3",
+           "XLA_FLAGS": "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=5"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    # The tuned count replaces any earlier one; the user's other flags stay.
+    assert out.split() == ["3", "--xla_cpu_enable_fast_math=false", "--xla_force_host_platform_device_count=3"]
 
 
 def test_conditional_decisions_are_dropped_when_inactive_and_probed_as_no_ops():
@@ -114,3 +129,11 @@ def test_explain_reports_each_stage_share(db, monkeypatch):
     assert set(report["variants"]) == {"adopted", "without codegen", "without runtime"}
     assert report["variants"]["adopted"]["speedup_ci"][0] > 1.0
     assert set(report["stage_shares"]) == {"codegen", "runtime"}
+
+
+def test_jit_names_the_runtime_environment_it_was_not_tuned_under():
+    from xtat.apply.jit import runtime_mismatch
+
+    assert runtime_mismatch(Candidate(env=(("XTAT_HOST_DEVICES", "1"),))) is None
+    message = runtime_mismatch(Candidate(env=(("XTAT_HOST_DEVICES", "4"),)))
+    assert "4 host device(s)" in message and "XLA_FLAGS=--xla_force_host_platform_device_count=4" in message

@@ -72,15 +72,21 @@ def runtime_mismatch(candidate: Candidate) -> str | None:
     """How this process differs from the tuned runtime environment, if it does."""
     import os
 
-    from xtat.stages.runtime import ENV_CPUS
+    import jax
 
-    cpus = dict(candidate.env).get(ENV_CPUS)
-    if cpus is None:
-        return None
-    tuned, here = len(cpus.split(",")), len(os.sched_getaffinity(0))
-    if tuned == here:
-        return None
-    return f"tuned with {tuned} CPU(s), this process has {here}: start it under `taskset -c {cpus}`"
+    from xtat.stages.runtime import ENV_CPUS, ENV_HOST_DEVICES, HOST_DEVICES_FLAG
+
+    env = dict(candidate.env)
+    differences = []
+    cpus = env.get(ENV_CPUS)
+    if cpus is not None and len(cpus.split(",")) != len(os.sched_getaffinity(0)):
+        differences.append(f"tuned with {len(cpus.split(','))} CPU(s), this process has "
+                           f"{len(os.sched_getaffinity(0))}: start it under `taskset -c {cpus}`")
+    devices = env.get(ENV_HOST_DEVICES)
+    if devices is not None and int(devices) != jax.local_device_count("cpu"):
+        differences.append(f"tuned with {devices} host device(s), this process has "
+                           f"{jax.local_device_count('cpu')}: set XLA_FLAGS={HOST_DEVICES_FLAG}={devices}")
+    return "; ".join(differences) or None
 
 
 def _mark_rejected(db: str | Path | None, result_id: int | None, reason: str) -> None:

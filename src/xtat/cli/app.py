@@ -214,13 +214,20 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
     candidate = deployment(result.config) if adopted else None
     env = dict(candidate.env) if candidate else {}
     cpus = env.get("XTAT_CPUS")
+    devices = env.get("XTAT_HOST_DEVICES")
+    environment = {"cpu_affinity": [int(c) for c in cpus.split(",")]} if cpus else {}
+    if devices:
+        from xtat.stages.runtime import HOST_DEVICES_FLAG
+
+        environment["XLA_FLAGS"] = f"{HOST_DEVICES_FLAG}={devices}"
     document = {
         "workload": record.name, "fingerprint": record.fingerprint, "adopted": adopted,
         "config": result.config if adopted else {},
         "compile_options": candidate.compile_options if candidate else {},
         "program_rewrites": candidate.program if candidate else {},
-        "environment": {"cpu_affinity": [int(c) for c in cpus.split(",")]} if cpus else {},
-        "launch_prefix": f"taskset -c {cpus}" if cpus else "",
+        "environment": environment,
+        "launch_prefix": " ".join(([f"XLA_FLAGS={environment['XLA_FLAGS']}"] if devices else [])
+                                  + ([f"taskset -c {cpus}"] if cpus else [])),
         "tuned_under": record.env,
         "usage": "xtat.jit(fn, db=...) applies the rewrites and compile options; start the process with "
                  "launch_prefix (if any) for the runtime decisions",
@@ -283,6 +290,10 @@ def suite_list(as_json: bool = typer.Option(False, "--json")) -> None:
 
 
 # --- more commands register here (bench, compare): keep one block per command module ---
+
+from xtat.compare.cli import compare  # noqa: E402  (imports nothing heavy until it runs)
+
+app.command()(compare)
 
 
 def main() -> None:
