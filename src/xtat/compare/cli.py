@@ -1,0 +1,123 @@
+"""`xtat compare`: strategies side by side on workloads at equal budget."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from xtat.errors import UserError
+from xtat.stages.base import STAGE_ORDER
+
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+# Measurement effort and deadlines, passed on to every run; hidden because the defaults are right
+# outside of tests (which need them short).
+_HIDDEN = dict(hidden=True, show_default=False)
+
+
+def _default_dir() -> Path:
+    from xtat.store.sqlite import default_path
+
+    return default_path().parent / "compare"
+
+
+def compare(
+    targets: list[str] = typer.Argument(..., help="Workloads, as for `xtat tune` (suite:NAME/FORM included)."),
+    strategies: str = typer.Option(..., help="Comma-separated strategies to run, e.g. "
+                                   "random,evolution,tpe,optuna-options."),
+    budget: int = typer.Option(60, help="Configs per run, the default included."),
+    seeds: int = typer.Option(3, help="Runs per (workload, strategy), with seeds 0..K-1."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Folder for one store and one record per run "
+                                      "(default: compare/ beside the default database); rerunning the same "
+                                      "command there continues the campaign."),
+    stages: str = typer.Option(",".join(STAGE_ORDER), help="Stages searched by every strategy but "
+                               "optuna-options, which searches codegen only."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write report.md (figures beside it) and "
+                                          "report.html into this folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print every number as one JSON object last."),
+    min_sample_s: Optional[float] = typer.Option(None, **_HIDDEN),
+    samples: Optional[int] = typer.Option(None, **_HIDDEN),
+    rounds: Optional[int] = typer.Option(None, **_HIDDEN),
+    min_deadline_s: Optional[float] = typer.Option(None, **_HIDDEN),
+) -> None:
+    """Run each strategy on each workload with each seed at the same budget, then compare:
+    trials and time to 95% of the best speedup found, final speedups, convergence."""
+    from xtat.compare.analysis import analyze
+    from xtat.compare.runner import CampaignPlan, RunStart, run_campaign
+
+    started = time.perf_counter()
+    tuning = {k: v for k, v in dict(min_sample_s=min_sample_s, samples=samples, rounds=rounds,
+                                    min_deadline_s=min_deadline_s).items() if v is not None}
+    try:
+        plan = CampaignPlan(targets=tuple(targets), strategies=tuple(s.strip() for s in strategies.split(",")
+                                                                        if s.strip()),
+                            budget=budget, seeds=seeds, db_dir=db or _default_dir(),
+                            stages=tuple(s.strip() for s in stages.split(",") if s.strip()), tuning=tuning)
+    except UserError as exc:
+        _fail(str(exc))
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console,
+                  disable=not console.is_terminal) as progress:
+        task = progress.add_task("compare", total=budget, info="")
+
+        def on_run(start: RunStart) -> None:
+            done = "  (finished before: read back)" if start.finished_before else ""
+            progress.update(task, completed=0, info="",
+                            description=f"run {start.index}/{start.total} {start.workload} {start.strategy} "
+                                        f"seed {start.seed}{done}")
+
+        def on_trial(event) -> None:
+            best = "-" if event.best_s is None else f"{event.best_s * 1e3:.3f} ms"
+            progress.update(task, completed=event.index, info=f"best {best}")
+
+        try:
+            runs = run_campaign(plan, on_run=on_run, on_trial=on_trial)
+        except UserError as exc:
+            _fail(str(exc))
+        except KeyboardInterrupt:
+            console.print("[bold yellow]interrupted[/]: finished runs and trials are kept; "
+                          "run the same command again to continue")
+            raise typer.Exit(130) from None
+    analysis = analyze(runs, budget)
+    wall_s = time.perf_counter() - started
+    _print_tables(analysis, Console(stderr=as_json, width=None if sys.stdout.isatty() else 160))
+    if report is not None:
+        from xtat.compare.report import campaign_report
+        from xtat.report import write_report
+
+        command = "xtat " + shlex.join(sys.argv[1:])
+        files = write_report(campaign_report(analysis, command, wall_s), report)
+        console.print(f"report: {files.markdown} and {files.html}")
+    console.print(f"{len(runs)} runs in {plan.db_dir}  wall {wall_s:.1f} s")
+    if as_json:
+        document = {"budget": budget, "seeds": seeds, "strategies": list(plan.strategies), "wall_s": wall_s,
+                    "db": str(plan.db_dir), "analysis": asdict(analysis), "runs": [asdict(r) for r in runs]}
+        sys.stdout.write(json.dumps(document) + "\n")  # one line, last
+
+
+def _print_tables(analysis, printer: Console) -> None:
+    from xtat.compare.report import STRATEGY_COLUMNS, strategy_cells, summary_lines, workload_caption
+
+    for w in analysis.workloads:
+        table = Table(title=workload_caption(w))
+        for column in STRATEGY_COLUMNS:
+            table.add_column(column)
+        for s in w.strategies:
+            table.add_row(*strategy_cells(s))
+        printer.print(table)
+    for line in summary_lines(analysis):
+        printer.print(line, highlight=False)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(2)

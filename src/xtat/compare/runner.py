@@ -1,0 +1,177 @@
+"""Runs a comparison campaign: every strategy on every workload with every seed, at one budget.
+
+Each (workload, strategy, seed) run tunes into its own store file, so runs are
+independent: in a shared store a later strategy would find the configs an
+earlier one measured and take them as resumed, its cost and its luck then
+being the earlier strategy's. A finished run leaves a JSON record next to its
+store; running the same campaign again reads the records of finished runs and
+resumes an unfinished one from its store (`xtat.tune` resumes, and the
+strategies are deterministic for a seed, so it continues the same search).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from xtat.compare.analysis import BASELINE, RunRecord, convergence
+from xtat.errors import UserError
+from xtat.stages.base import STAGE_ORDER
+from xtat.tuner import TrialEvent, TuneResult, TuneSettings, tune
+from xtat.workload import Workload, load_target
+
+RECORD_FORMAT = "xtat-compare-run/1"
+# The settings a campaign may pass on to every run (measurement effort and deadlines).
+TUNING_FIELDS = ("min_sample_s", "samples", "rounds", "min_deadline_s", "deadline_factor")
+
+
+def available_strategies() -> tuple[str, ...]:
+    """Strategy names `xtat compare` accepts: the search strategies, and the baseline
+    when the strategy it is made of (`tpe`) exists."""
+    from xtat.search import STRATEGIES
+
+    return tuple(STRATEGIES) + ((BASELINE,) if "tpe" in STRATEGIES else ())
+
+
+@dataclass(frozen=True)
+class CampaignPlan:
+    targets: tuple[str, ...]  # as for `xtat tune`, `suite:NAME/FORM` included
+    strategies: tuple[str, ...]
+    budget: int
+    seeds: int
+    db_dir: Path  # one store and one record per run under it
+    stages: tuple[str, ...] = STAGE_ORDER  # searched by every strategy but the baseline (codegen only)
+    tuning: Mapping[str, Any] = field(default_factory=dict)  # TUNING_FIELDS overrides
+
+    def __post_init__(self) -> None:
+        if not self.targets:
+            raise UserError("name at least one TARGET to compare on")
+        if not self.strategies:
+            raise UserError("--strategies is empty: name two or more of " + ", ".join(available_strategies()))
+        available = available_strategies()
+        unknown = [s for s in self.strategies if s not in available]
+        if unknown:
+            raise UserError(f"--strategies: {', '.join(map(repr, unknown))} "
+                            f"{'does' if len(unknown) == 1 else 'do'} not exist; available: {', '.join(available)}")
+        if len(set(self.strategies)) != len(self.strategies):
+            raise UserError("--strategies names a strategy twice; name each once")
+        if self.budget < 2:
+            raise UserError("--budget must be at least 2 (the default is trial 1)")
+        if self.seeds < 1:
+            raise UserError("--seeds must be at least 1")
+        unexpected = [k for k in self.tuning if k not in TUNING_FIELDS]
+        if unexpected:
+            raise UserError(f"unknown tuning settings {unexpected}; choose from {', '.join(TUNING_FIELDS)}")
+        for strategy in self.strategies:
+            self.settings(strategy, 0)  # bad --stages or tuning values fail before anything runs
+
+    def settings(self, strategy: str, seed: int) -> TuneSettings:
+        """The tune settings of one run; the baseline is Optuna TPE over XLA options only."""
+        if strategy == BASELINE:
+            return TuneSettings(budget=self.budget, seed=seed, strategy="tpe", stages=("codegen",), **self.tuning)
+        return TuneSettings(budget=self.budget, seed=seed, strategy=strategy, stages=self.stages, **self.tuning)
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    store: Path
+    record: Path
+
+
+def run_paths(db_dir: Path, workload: str, strategy: str, seed: int) -> RunPaths:
+    folder = Path(db_dir) / _slug(workload)
+    stem = f"{_slug(strategy)}-seed{seed}"
+    return RunPaths(folder / f"{stem}.db", folder / f"{stem}.json")
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "workload"
+
+
+def load_workloads(targets: tuple[str, ...]) -> list[Workload]:
+    """Each TARGET's workload; two with the same name would share run folders, so they are refused."""
+    workloads = [load_target(t) for t in targets]
+    slugs: dict[str, str] = {}
+    for target, workload in zip(targets, workloads):
+        slug = _slug(workload.display_name)
+        if slug in slugs:
+            raise UserError(f"TARGETs {slugs[slug]!r} and {target!r} are both named {workload.display_name!r}; "
+                            "give one Workload another name")
+        slugs[slug] = target
+    return workloads
+
+
+def record_from_result(workload: str, strategy: str, seed: int, result: Mapping[str, Any]) -> RunRecord:
+    """A run's RunRecord from `TuneResult.to_json()` (as stored in its record file)."""
+    return RunRecord(
+        workload=workload, strategy=strategy, seed=seed, curve=convergence(result["history"]),
+        final_speedup=result["speedup"], final_speedup_ci=tuple(result["speedup_ci"]),  # type: ignore[arg-type]
+        adopted=result["adopted"], wall_s=result["wall_s"],
+    )
+
+
+def _read_record(path: Path, settings: TuneSettings) -> Mapping[str, Any] | None:
+    """The recorded result of a finished run with these settings, else None (run or resume it)."""
+    if not path.exists():
+        return None
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # a damaged record: the run resumes from its store and rewrites it
+    if document.get("format") != RECORD_FORMAT or document.get("settings") != _jsonable(asdict(settings)):
+        return None
+    return document["result"]
+
+
+def _write_record(path: Path, workload: str, strategy: str, seed: int, settings: TuneSettings,
+                  result: TuneResult) -> None:
+    document = {"format": RECORD_FORMAT, "workload": workload, "strategy": strategy, "seed": seed,
+                "settings": _jsonable(asdict(settings)), "result": result.to_json()}
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(document, indent=1))
+    os.replace(partial, path)  # a killed campaign never leaves a half-written record
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What a progress display learns before each run."""
+
+    index: int  # 1-based over the campaign
+    total: int
+    workload: str
+    strategy: str
+    seed: int
+    finished_before: bool  # its record exists: nothing is measured
+
+
+def run_campaign(plan: CampaignPlan, on_run: Callable[[RunStart], None] | None = None,
+                 on_trial: Callable[[TrialEvent], None] | None = None) -> list[RunRecord]:
+    """Run (or read back) every run of the plan; workloads outermost, then seeds, then
+    strategies, so that slow drift of the machine spreads over the strategies alike."""
+    workloads = load_workloads(plan.targets)
+    total = len(workloads) * plan.seeds * len(plan.strategies)
+    runs: list[RunRecord] = []
+    for workload in workloads:
+        name = workload.display_name
+        for seed in range(plan.seeds):
+            for strategy in plan.strategies:
+                settings = plan.settings(strategy, seed)
+                paths = run_paths(plan.db_dir, name, strategy, seed)
+                recorded = _read_record(paths.record, settings)
+                if on_run:
+                    on_run(RunStart(len(runs) + 1, total, name, strategy, seed, recorded is not None))
+                if recorded is None:
+                    paths.store.parent.mkdir(parents=True, exist_ok=True)
+                    result = tune(workload, db=paths.store, settings=settings, on_trial=on_trial)
+                    _write_record(paths.record, name, strategy, seed, settings, result)
+                    recorded = result.to_json()
+                runs.append(record_from_result(name, strategy, seed, recorded))
+    return runs
