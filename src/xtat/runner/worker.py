@@ -229,15 +229,21 @@ def _error_text(exc: BaseException) -> str:
     return text if len(text) < 4000 else text[:4000] + " ..."
 
 
-def _pin_cpus() -> None:
-    """Runtime stage: XLA's thread pool follows the affinity at start-up, so set it before jax loads."""
-    cpus = os.environ.get("XTAT_CPUS")
+def _apply_runtime() -> None:
+    """Runtime stage: XLA reads the affinity (thread pool) and XLA_FLAGS (host device count)
+    once at start-up, so both are set before jax loads."""
+    from xtat.stages.runtime import ENV_CPUS, ENV_HOST_DEVICES, with_host_devices
+
+    cpus = os.environ.get(ENV_CPUS)
     if cpus:
         os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+    devices = os.environ.get(ENV_HOST_DEVICES)
+    if devices:
+        os.environ["XLA_FLAGS"] = with_host_devices(os.environ.get("XLA_FLAGS", ""), int(devices))
 
 
 def main() -> None:
-    _pin_cpus()
+    _apply_runtime()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
