@@ -39,6 +39,9 @@ class ConvergenceSeries:
     trials: tuple[int, ...]  # 1, 2, ... : configs considered so far
     wall_s: tuple[float, ...]  # cumulative trial cost at each config
     best_speedup: tuple[float, ...]  # default time / best time so far
+    # (wall time, speedup) on a grid of its own, for medians over runs whose times differ
+    # (`xtat compare`); empty: the wall-time panel draws wall_s against best_speedup.
+    by_wall: tuple[tuple[float, float], ...] = ()
 
     @classmethod
     def from_trials(cls, name: str, points: Sequence[TrialPoint], default_s: float | None = None
@@ -111,7 +114,8 @@ def convergence_figure(series: Sequence[ConvergenceSeries], title: str = "Conver
     figure, (by_trial, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for s, color in zip(series, _colors(len(series))):
         by_trial.step(s.trials, s.best_speedup, where="post", color=color, label=s.name)
-        by_time.step(s.wall_s, s.best_speedup, where="post", color=color, label=s.name)
+        wall, speedup = zip(*s.by_wall) if s.by_wall else (s.wall_s, s.best_speedup)
+        by_time.step(wall, speedup, where="post", color=color, label=s.name)
     for axis, label in ((by_trial, "configs considered"), (by_time, "search time (s, trial costs summed)")):
         axis.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
         axis.set_xlabel(label)
