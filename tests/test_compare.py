@@ -1,0 +1,210 @@
+"""`xtat compare`: the analysis on synthetic histories, the campaign plan, and one real CLI run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tiny import FAST, tiny_target
+from xtat.compare.analysis import (BASELINE, Point, RunRecord, analyze, convergence, first_reaching,
+                                   median_by_trials, median_by_wall, median_not_reached_last)
+from xtat.compare.report import campaign_report
+from xtat.compare.runner import CampaignPlan, available_strategies, record_from_result, run_paths
+from xtat.errors import UserError
+from xtat.report import to_html, to_markdown
+
+XTAT = [sys.executable, "-m", "xtat.cli.app"]
+
+
+def synthetic_history(medians: list[float | None], spent_s: float = 1.0) -> list[dict]:
+    """A SYNTHETIC tuner history (no measurement): the default first, None = a failed trial."""
+    return [{"index": i, "config": {} if i == 1 else {"codegen": {"x": i}},
+             "status": "ok" if m is not None else "compile_error", "median_s": m, "best_s": None,
+             "resumed": False, "spent_s": spent_s} for i, m in enumerate(medians, start=1)]
+
+
+def synthetic_run(workload: str, strategy: str, medians: list[float | None], seed: int = 0,
+                  final: float = 1.0, adopted: bool = False, spent_s: float = 1.0) -> RunRecord:
+    """A SYNTHETIC run record: its curve from `synthetic_history`, its final speedup given."""
+    return RunRecord(workload, strategy, seed, convergence(synthetic_history(medians, spent_s)), final,
+                     (final, final), adopted, wall_s=spent_s * len(medians))
+
+
+def test_convergence_is_default_over_best_verified_so_far_with_summed_cost():
+    curve = convergence(synthetic_history([10.0, 12.0, None, 5.0, 8.0], spent_s=0.5))
+    assert [p.trials for p in curve] == [1, 2, 3, 4, 5]
+    assert [p.speedup for p in curve] == [1.0, 1.0, 1.0, 2.0, 2.0]
+    assert [p.wall_s for p in curve] == [0.5, 1.0, 1.5, 2.0, 2.5]
+
+
+def test_convergence_needs_the_measured_default_first():
+    with pytest.raises(ValueError, match="default"):
+        convergence(synthetic_history([10.0, 5.0])[::-1])  # the default is not first
+    with pytest.raises(ValueError, match="default"):
+        convergence(synthetic_history([None, 5.0]))
+
+
+def test_first_reaching_and_not_reached():
+    curve = convergence(synthetic_history([10.0, 9.0, 6.0, 5.0]))
+    assert first_reaching(curve, 1.6) == Point(3, 3.0, 10.0 / 6.0)
+    assert first_reaching(curve, 2.5) is None
+
+
+def test_median_counts_not_reached_as_later_than_any_number():
+    assert median_not_reached_last([3, None, 5]) == 5
+    assert median_not_reached_last([3, None]) is None  # half the seeds did not reach it
+    assert median_not_reached_last([None, None, 2]) is None
+    assert median_not_reached_last([4, 2]) == 3
+
+
+def test_trials_and_wall_to_95_percent_of_the_best_of_any_strategy():
+    runs = [synthetic_run("w", "random", [10.0, 9.0, 8.0, 5.2, 5.0], spent_s=2.0),  # best 2.0x, 95% = 1.9x
+            synthetic_run("w", "evolution", [10.0, 5.1, 9.0, 9.0, 9.0], spent_s=1.0)]  # 10/5.1 = 1.96x
+    w = analyze(runs, budget=5).workloads[0]
+    assert w.best_speedup == 2.0 and w.best_by == "random" and w.target == pytest.approx(1.9)
+    random, evolution = w.strategy("random"), w.strategy("evolution")
+    assert (random.trials_to_target, random.wall_to_target_s) == (4, 8.0)  # 10/5.2 = 1.92x at trial 4
+    assert (evolution.trials_to_target, evolution.wall_to_target_s) == (2, 2.0)
+
+
+def test_not_reached_is_a_value_in_the_summary_and_the_table():
+    runs = [synthetic_run("w", "random", [10.0, 5.0]), synthetic_run("w", "sweep", [10.0, 9.0])]
+    w = analyze(runs, budget=2).workloads[0]
+    sweep = w.strategy("sweep")
+    assert sweep.trials_to_target is None and sweep.wall_to_target_s is None and sweep.reached == 0
+    report = to_markdown(campaign_report(analyze(runs, budget=2), "xtat compare (synthetic)", 1.0))
+    assert "| sweep | not reached | not reached | 0/1 |" in report
+
+
+def test_median_over_seeds_final_speedup_range_adopted_and_curves():
+    runs = [synthetic_run("w", "tpe", [10.0, 5.0, 5.0], seed=0, final=1.9, adopted=True),
+            synthetic_run("w", "tpe", [10.0, 10.0, 4.0], seed=1, final=2.4, adopted=True),
+            synthetic_run("w", "tpe", [10.0, 10.0, 10.0], seed=2, final=1.0)]
+    tpe = analyze(runs, budget=3).workloads[0].strategy("tpe")
+    assert tpe.final_speedup == 1.9 and tpe.final_speedup_range == (1.0, 2.4) and tpe.adopted == 2
+    assert tpe.best_found == 2.0  # median of 2.0, 2.5, 1.0
+    # Target 0.95 * 2.5 (seed 1's best): seed 1 reaches it at trial 3, seeds 0 and 2 never.
+    assert tpe.reached == 1 and tpe.trials_to_target is None
+    assert tpe.by_trials == ((1, 1.0), (2, 1.0), (3, 2.0))
+
+
+def test_not_reached_by_half_the_seeds_is_not_reached():
+    runs = [synthetic_run("w", "tpe", [10.0, 4.0], seed=0), synthetic_run("w", "tpe", [10.0, 10.0], seed=1)]
+    tpe = analyze(runs, budget=2).workloads[0].strategy("tpe")
+    assert tpe.reached == 1 and tpe.trials_to_target is None
+
+
+def test_median_curves_carry_the_last_value_and_align_wall_times():
+    short = convergence(synthetic_history([10.0, 5.0], spent_s=1.0))  # ended early: 2 trials
+    long = convergence(synthetic_history([10.0, 10.0, 10.0, 2.5], spent_s=0.5))
+    assert median_by_trials([short, long]) == ((1, 1.0), (2, 1.5), (3, 1.5), (4, 3.0))
+    # Times from 1.0 s (both defaults measured): short is 1x until 2 s, long 1x until 2 s, then 4x.
+    assert median_by_wall([short, long]) == ((1.0, 1.0), (1.5, 1.0), (2.0, 3.0))
+
+
+def test_ratio_summary_and_baseline_on_synthetic_campaign():
+    runs = [
+        # w1: best 2.0x (evolution at trial 2); target 1.9x. random reaches it at trial 6.
+        synthetic_run("w1", "random", [10.0, 9, 9, 9, 9, 5.2, 9, 9], final=1.8),
+        synthetic_run("w1", "evolution", [10.0, 5.0, 9, 9, 9, 9, 9, 9], final=1.95, adopted=True),
+        synthetic_run("w1", "tpe", [10.0, 9, 5.1, 9, 9, 9, 9, 9], final=1.9),
+        synthetic_run("w1", BASELINE, [10.0, 8, 8, 8, 8, 8, 8, 8], final=1.25),
+        # w2: random never reaches 95% (censored at budget + 1 = 9); tpe at trial 3.
+        synthetic_run("w2", "random", [10.0, 8, 8, 8, 8, 8, 8, 8], final=1.2),
+        synthetic_run("w2", "evolution", [10.0, 9, 9, 9, 9, 9, 9, 9], final=1.0),
+        synthetic_run("w2", "tpe", [10.0, 9, 4.0, 9, 9, 9, 9, 9], final=2.4),
+        synthetic_run("w2", BASELINE, [10.0, 4.2, 9, 9, 9, 9, 9, 9], final=3.0),
+    ]
+    summary = analyze(runs, budget=8).summary
+    assert summary.contenders == ("evolution", "tpe")
+    assert summary.trials_ratio == {"w1": pytest.approx(2 / 6), "w2": pytest.approx(3 / 9)}
+    assert summary.median_trials_ratio == pytest.approx(1 / 3)
+    assert summary.speedup_vs_baseline == {"w1": pytest.approx(1.95 / 1.25), "w2": pytest.approx(2.4 / 3.0)}
+    assert summary.median_speedup_vs_baseline == pytest.approx((1.95 / 1.25 + 2.4 / 3.0) / 2)
+    assert summary.beats_baseline is True and summary.notes == ()
+
+
+def test_summary_leaves_out_what_it_cannot_compute_and_says_why():
+    runs = [synthetic_run("w", "random", [10.0, 10.0]), synthetic_run("w", "tpe", [10.0, 10.0]),
+            synthetic_run("w", "sweep", [10.0, 2.0])]  # only sweep reaches its own best
+    summary = analyze(runs, budget=2).summary
+    assert summary.trials_ratio == {"w": None} and summary.median_trials_ratio is None
+    assert summary.beats_baseline is None
+    assert any("neither" in n for n in summary.notes) and any(BASELINE in n for n in summary.notes)
+
+
+def test_report_document_has_a_table_and_figure_per_workload():
+    runs = [synthetic_run("w1", "random", [10.0, 5.0]), synthetic_run("w2", "random", [10.0, 9.0])]
+    report = campaign_report(analyze(runs, budget=2), "xtat compare (synthetic)", 3.0)
+    assert [f.name for f in report.figures] == ["convergence-1", "convergence-2"]
+    page = to_html(report)
+    assert page.count("data:image/png;base64,") == 2 and "xtat compare (synthetic)" in page
+
+
+def test_record_from_a_tune_result_document():
+    result = {"history": synthetic_history([4.0, 2.0]), "speedup": 1.7, "speedup_ci": [1.5, 1.9],
+              "adopted": True, "wall_s": 12.0}
+    run = record_from_result("w", "sweep", 1, result)
+    assert run.best_found == 2.0 and run.final_speedup_ci == (1.5, 1.9) and run.adopted
+
+
+def test_plan_refuses_unknown_strategies_listing_the_available_ones(tmp_path):
+    with pytest.raises(UserError) as error:
+        CampaignPlan(("t:w",), ("sweep", "no-such-strategy"), budget=5, seeds=1, db_dir=tmp_path)
+    assert "'no-such-strategy'" in str(error.value)
+    assert all(name in str(error.value) for name in available_strategies())
+    with pytest.raises(UserError, match="twice"):
+        CampaignPlan(("t:w",), ("sweep", "sweep"), budget=5, seeds=1, db_dir=tmp_path)
+    with pytest.raises(UserError, match="--budget"):
+        CampaignPlan(("t:w",), ("sweep",), budget=1, seeds=1, db_dir=tmp_path)
+    with pytest.raises(UserError, match="--stages"):
+        CampaignPlan(("t:w",), ("sweep",), budget=5, seeds=1, db_dir=tmp_path, stages=("nope",))
+
+
+def test_baseline_is_tpe_over_codegen_only(tmp_path):
+    if BASELINE not in available_strategies():
+        pytest.skip("the tpe strategy has not landed: no optuna-options baseline yet")
+    plan = CampaignPlan(("t:w",), (BASELINE, "tpe"), budget=5, seeds=1, db_dir=tmp_path)
+    assert (plan.settings(BASELINE, 2).strategy, plan.settings(BASELINE, 2).stages) == ("tpe", ("codegen",))
+    assert plan.settings("tpe", 0).stages == plan.stages
+
+
+def test_each_run_has_its_own_store(tmp_path):
+    paths = {run_paths(tmp_path, "moe-glam/train", s, seed) for s in ("random", "tpe") for seed in (0, 1)}
+    assert len({p.store for p in paths}) == 4 and all(p.store.parent == tmp_path / "moe-glam_train" for p in paths)
+
+
+def _compare(*args):
+    return subprocess.run([*XTAT, "compare", *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def test_compare_cli_end_to_end_on_tiny_then_resumes_without_measuring(tmp_path):
+    strategies = ["sweep"] + [s for s in ("random",) if s in available_strategies()]
+    fast = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
+    args = [tiny_target("tiny_mlp"), "--strategies", ",".join(strategies), "--budget", 3, "--seeds", 1,
+            "--stages", "codegen", "--db", tmp_path / "runs", "--report", tmp_path / "report", "--json", *fast]
+    first = _compare(*args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    document = json.loads(first.stdout.strip().splitlines()[-1])
+    assert [r["strategy"] for r in document["runs"]] == strategies
+    assert all(len(r["curve"]) == 3 and r["curve"][0]["speedup"] == 1.0 for r in document["runs"])
+    (workload,) = document["analysis"]["workloads"]
+    assert workload["workload"] == "tiny_mlp" and [s["strategy"] for s in workload["strategies"]] == strategies
+    assert (tmp_path / "report" / "report.html").read_text().count("data:image/png;base64,") == 1
+    assert "| strategy | trials to 95% |" in (tmp_path / "report" / "report.md").read_text()
+    records = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*.json")}
+    assert len(records) == len(strategies)
+
+    again = _compare(*args)  # the same command: every run is read back, nothing is measured
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout.strip().splitlines()[-1])["runs"] == document["runs"]
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*.json")} == records
+
+
+def test_compare_cli_unknown_strategy_is_a_clear_error(tmp_path):
+    result = _compare(tiny_target("tiny_mlp"), "--strategies", "sweep,warp-drive", "--db", tmp_path / "runs")
+    assert result.returncode == 2 and "'warp-drive' does not exist; available:" in result.stderr
+    assert not (tmp_path / "runs").exists()
