@@ -229,7 +229,8 @@ class _Search:
         self.space = self.space.extended(decisions)
         known = self.space.by_key()
         strategy = make_strategy(self.settings.strategy, decisions, seed=self.settings.seed, base=base,
-                                 canonical=self.space.canonical, searchable=lambda stage, id: (stage, id) in known)
+                                 canonical=self.space.canonical, searchable=lambda stage, id: (stage, id) in known,
+                                 budget=self.settings.budget)
         for decision in strategy.inactive:
             needs = ", ".join(f"{st}.{i}={v}" for st, i, v in decision.requires)
             self.inactive.setdefault(needs, []).append(f"{decision.stage}.{decision.id}")

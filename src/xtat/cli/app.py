@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from xtat.errors import UserError
+from xtat.search import STRATEGIES
 from xtat.stages.base import STAGE_ORDER
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="xtat: autotune XLA for a JAX program.")
@@ -48,7 +49,7 @@ def tune(
     options: Optional[str] = typer.Option(None, help="Comma-separated XLA options to search (default: all curated)."),
     stages: str = typer.Option(",".join(STAGE_ORDER), help="Stages whose decisions are searched."),
     formulation: str = typer.Option("joint", help="joint | staged | alternating."),
-    strategy: str = typer.Option("sweep", help="Search strategy (see xtat.search.STRATEGIES)."),
+    strategy: str = typer.Option("sweep", help=f"Search strategy: {' | '.join(STRATEGIES)}."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""

@@ -1,5 +1,7 @@
 """Search strategies behind one ask/tell interface (`search.strategy.Strategy`).
 
+Each is built on `search.base.SearchStrategy` (base config first, dedup,
+conditional decisions, no-op probes, incumbent, determinism for a seed).
 `make_strategy(name, ...)` builds one by name; `STRATEGIES` lists the names.
 """
 
@@ -7,18 +9,35 @@ from __future__ import annotations
 
 from typing import Callable
 
+from xtat.errors import UserError
+from xtat.search.anneal import SimulatedAnnealing
+from xtat.search.base import SearchStrategy
+from xtat.search.coordinate import CoordinateDescent
+from xtat.search.evolution import RegularizedEvolution
+from xtat.search.grid import GridSearch
+from xtat.search.random_search import RandomSearch
+from xtat.search.sweep import SweepThenRandom
+from xtat.search.tpe import TreeParzen
 from xtat.space.space import Config, Decision
 
-STRATEGIES = ("sweep",)
+STRATEGY_CLASSES: dict[str, type[SearchStrategy]] = {
+    "sweep": SweepThenRandom,
+    "random": RandomSearch,
+    "grid": GridSearch,
+    "coordinate": CoordinateDescent,
+    "anneal": SimulatedAnnealing,
+    "evolution": RegularizedEvolution,
+    "tpe": TreeParzen,
+}
+STRATEGIES = tuple(STRATEGY_CLASSES)
 
 
 def make_strategy(name: str, decisions: list[Decision], *, seed: int, base: Config,
-                  canonical: Callable[[Config], Config], searchable: Callable[[str, str], bool]):
-    """The strategy `name` over `decisions` around `base`, deterministic for a seed."""
-    from xtat.errors import UserError
-
-    if name == "sweep":
-        from xtat.search.sweep import SweepThenRandom
-
-        return SweepThenRandom(decisions, seed, base, canonical=canonical, searchable=searchable)
-    raise UserError(f"--strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
+                  canonical: Callable[[Config], Config], searchable: Callable[[str, str], bool],
+                  budget: int | None = None) -> SearchStrategy:
+    """The strategy `name` over `decisions` around `base`, deterministic for a seed; `budget`
+    (configs the whole run may consider, None: no limit) lets grid refuse a space it cannot cover."""
+    strategy = STRATEGY_CLASSES.get(name)
+    if strategy is None:
+        raise UserError(f"--strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
+    return strategy(decisions, seed=seed, base=base, canonical=canonical, searchable=searchable, budget=budget)

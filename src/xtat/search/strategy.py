@@ -1,16 +1,22 @@
-"""The ask/tell interface every search strategy implements."""
+"""The ask/tell interface every search strategy implements (see `search.base` for the shared base)."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from xtat.space.space import Config
+from xtat.space.space import Config, Decision
 
 
 class Strategy(Protocol):
+    inactive: list[Decision]  # conditional decisions whose requirement cannot be searched here
+
     def ask(self) -> Config | None:
         """The next config to measure, or None when the strategy is done."""
 
     def tell(self, config: Config, seconds: float | None, same_as_base: bool = False) -> None:
         """The measured median of a config it asked for (None: failed or rejected), and
         whether its executable was identical to the base config's."""
+
+    @property
+    def no_ops(self) -> list[str]:
+        """Decisions ("stage.id") that never changed the executable, as probed so far."""

@@ -1,0 +1,212 @@
+"""The shared base of every search strategy.
+
+Contract (what a strategy built on `SearchStrategy` gets and must provide):
+
+- A subclass implements `_propose() -> Config | None`: the next config it
+  would like measured (any form: the base canonicalises it), or None when it
+  has nothing more to propose. It implements `_observe(config, seconds)` to
+  learn a result: `seconds` is the measured median, or None for a config that
+  failed or was rejected. A subclass may use only `self.rng` (or a generator
+  seeded from `seed`) for chance, so that a run is deterministic for a seed.
+- `ask()` returns the base config first, for every strategy, then the
+  subclass's proposals, canonicalised and never one asked before: a proposal
+  already measured is observed again from its recorded result at no cost (so
+  a strategy that walks back to a known config moves on), and a proposal still
+  awaiting its result is observed when that result is told. `ask()` returns
+  None when the strategy is done or proposes only known configs
+  `max_tries` times in a row.
+- `tell(config, seconds, same_as_base)` records a result. The base keeps the
+  incumbent (the fastest config with a measured time: a failed config never
+  becomes one) and the no-op bookkeeping: the single-decision probes from the
+  base config (`probes`) tell which decisions never change the executable
+  (`no_ops`); they are left out of `active()` from then on.
+- `inactive` lists the conditional decisions whose requirement cannot be
+  searched here (its stage is not searched, or comes later in a staged
+  formulation): they can never be active and are not searched.
+- Resume: the tuner re-asks and tells back the recorded results, so the same
+  seed and the same results give the same asks, and the search continues
+  where it stopped.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Callable, Iterator
+
+from xtat.space.space import Config, Decision, config_key, is_active, merge
+
+Canonical = Callable[[Config], Config]
+Searchable = Callable[[str, str], bool]
+
+
+def requirements(decision: Decision) -> Config:
+    """The config fragment that makes a conditional decision active."""
+    config: Config = {}
+    for stage, id, value in decision.requires:
+        config.setdefault(stage, {})[id] = value
+    return config
+
+
+def value_of(config: Config, decision: Decision) -> object:
+    return config.get(decision.stage, {}).get(decision.id, decision.default)
+
+
+def with_value(config: Config, decision: Decision, value: object) -> Config:
+    return merge(config, {decision.stage: {decision.id: value}})
+
+
+def parents_first(decisions: list[Decision]) -> list[Decision]:
+    """The decisions ordered so that each comes after the decisions it requires."""
+    by_key = {(d.stage, d.id): d for d in decisions}
+    depth: dict[tuple[str, str], int] = {}
+
+    def depth_of(decision: Decision, seen: frozenset = frozenset()) -> int:
+        key = (decision.stage, decision.id)
+        if key not in depth:
+            parents = [by_key[(st, i)] for st, i, _ in decision.requires if (st, i) in by_key and (st, i) not in seen]
+            depth[key] = 1 + max((depth_of(p, seen | {key}) for p in parents), default=-1)
+        return depth[key]
+
+    return sorted(decisions, key=depth_of)  # stable: the space's order within a depth
+
+
+class SearchStrategy:
+    """Base of the strategies: see the module's contract."""
+
+    def __init__(self, decisions: list[Decision], *, seed: int = 0, base: Config | None = None,
+                 canonical: Canonical = lambda config: config, searchable: Searchable = lambda stage, id: True,
+                 budget: int | None = None, max_tries: int = 1000):
+        self.inactive = [d for d in decisions if not all(searchable(st, i) for st, i, _ in d.requires)]
+        self.decisions = parents_first([d for d in decisions if d not in self.inactive])
+        self.canonical = canonical
+        self.base = canonical(base or {})
+        self.seed = seed
+        self.budget = budget
+        self.rng = random.Random(seed)
+        self.max_tries = max_tries
+        self.results: dict[str, float | None] = {}  # config key -> told result
+        self.incumbent: tuple[Config, float] | None = None
+        self._pending: set[str] = set()  # asked, not yet told
+        self._waiting: Counter[str] = Counter()  # pending key -> later proposals of it awaiting its result
+        self._asked_base = False
+        self.probes = self._probes()
+        self._probe_of = {config_key(c): d for d, configs in self.probes for c in configs}
+        self._probe_changed: dict[tuple[str, str], list[bool]] = {}
+
+    # -- to implement -------------------------------------------------------------------------
+
+    def _propose(self) -> Config | None:
+        raise NotImplementedError
+
+    def _observe(self, config: Config, seconds: float | None) -> None:
+        raise NotImplementedError
+
+    # -- the ask/tell interface ---------------------------------------------------------------
+
+    def ask(self) -> Config | None:
+        for _ in range(self.max_tries):
+            proposal = self._first() if not self._asked_base else self._propose()
+            self._asked_base = True
+            if proposal is None:
+                return None
+            config = self.canonical(proposal)
+            key = config_key(config)
+            if key in self.results:
+                self._observe(config, self.results[key])  # known: its result costs nothing
+            elif key in self._pending:
+                self._waiting[key] += 1
+            else:
+                self._pending.add(key)
+                return config
+        return None  # only known configs were proposed: the space is exhausted around the search
+
+    def tell(self, config: Config, seconds: float | None, same_as_base: bool = False) -> None:
+        key = config_key(config)
+        self._pending.discard(key)
+        self.results[key] = seconds
+        probed = self._probe_of.get(key)
+        if probed is not None:
+            self._probe_changed.setdefault((probed.stage, probed.id), []).append(not same_as_base)
+        if seconds is not None and (self.incumbent is None or seconds < self.incumbent[1]):
+            self.incumbent = (config, seconds)
+        for _ in range(1 + self._waiting.pop(key, 0)):
+            self._observe(config, seconds)
+
+    def _first(self) -> Config | None:
+        """The first proposal: the base config (a subclass that must see it as its own proposal
+        overrides this)."""
+        return self.base
+
+    # -- no-op probes -------------------------------------------------------------------------
+
+    def _probes(self) -> list[tuple[Decision, list[Config]]]:
+        """Each decision's single-value changes from the base (its requirements set)."""
+        base_key = config_key(self.base)
+        probes = []
+        for decision in self.decisions:
+            configs = []
+            for value in decision.values:
+                if value != decision.default:
+                    config = self.canonical(merge(self.base, requirements(decision), {decision.stage: {decision.id: value}}))
+                    if config_key(config) != base_key:
+                        configs.append(config)
+            probes.append((decision, configs))
+        return probes
+
+    def no_ops_keys(self) -> list[tuple[str, str]]:
+        """Decisions each of whose probes was told and gave the base's executable."""
+        return [(d.stage, d.id) for d, configs in self.probes
+                if configs and len(self._probe_changed.get((d.stage, d.id), ())) >= len(configs)
+                and not any(self._probe_changed[(d.stage, d.id)])]
+
+    @property
+    def no_ops(self) -> list[str]:
+        return [f"{stage}.{id}" for stage, id in self.no_ops_keys()]
+
+    # -- conditional-aware configs ------------------------------------------------------------
+
+    def active(self, config: Config | None = None) -> list[Decision]:
+        """Searched decisions that are not no-ops, parents first; with a config, only those
+        active in it."""
+        no_ops = set(self.no_ops_keys())
+        return [d for d in self.decisions if (d.stage, d.id) not in no_ops
+                and (config is None or is_active(d, merge(self.base, config)))]
+
+    def sample(self, keep_base: float = 0.0) -> Config:
+        """A random config: each active decision takes a uniform value, or keeps its base value
+        with probability `keep_base`; a conditional decision only once its parents allow it."""
+        config = self.base
+        for decision in self.active():
+            if decision.requires and not is_active(decision, config):
+                continue
+            if self.rng.random() >= keep_base:
+                config = with_value(config, decision, self.rng.choice(decision.values))
+        return config
+
+    def mutate(self, config: Config) -> Config:
+        """The config with one active decision set to another of its values (the config itself
+        when no decision has another value)."""
+        choices = [d for d in self.active(config) if len(d.values) > 1]
+        if not choices:
+            return config
+        decision = self.rng.choice(choices)
+        current = value_of(config, decision)
+        return with_value(config, decision, self.rng.choice([v for v in decision.values if v != current]))
+
+    def neighbours(self, config: Config, decision: Decision) -> Iterator[Config]:
+        """The config with `decision` set to each of its other values."""
+        current = value_of(config, decision)
+        for value in decision.values:
+            if value != current:
+                yield with_value(config, decision, value)
+
+    def crossover(self, first: Config, second: Config) -> Config:
+        """Uniform crossover: each decision's value from one parent or the other. A gene taken
+        for a conditional decision that the child's other genes leave inactive is dropped by
+        canonicalisation."""
+        child = self.base
+        for decision in self.decisions:
+            donor = first if self.rng.random() < 0.5 else second
+            child = with_value(child, decision, value_of(donor, decision))
+        return child

@@ -1,0 +1,74 @@
+"""Grid search: every config of the active space, for small spaces only.
+
+A conditional decision is enumerated only where its parents make it active,
+so the grid holds each distinct program once. A space larger than the limit
+(the budget, and at most `GRID_LIMIT`) is refused before anything is measured:
+a truncated grid would search one corner of the space.
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Iterator
+
+from xtat.errors import UserError
+from xtat.search.base import SearchStrategy, with_value
+from xtat.space.space import Config, Decision, is_active
+
+GRID_LIMIT = 4096
+
+
+class GridSearch(SearchStrategy):
+    def __init__(self, decisions: list[Decision], **options):
+        super().__init__(decisions, **options)
+        limit = GRID_LIMIT if self.budget is None else min(self.budget, GRID_LIMIT)
+        size, exact = self.size(limit)
+        if size > limit:
+            stages = ", ".join(sorted({d.stage for d in self.decisions}))
+            bound = "the budget" if self.budget is not None and self.budget < GRID_LIMIT else "the grid limit"
+            raise UserError(
+                f"--strategy grid: the space of {len(self.decisions)} decisions ({stages}) has "
+                f"{'' if exact else 'at least '}{size} configs, more than {bound} of {limit}; "
+                "use --strategy evolution, tpe or random, or narrow the space with --options or --stages"
+            )
+        self._grid = self._enumerate(0, self.base)
+
+    def size(self, limit: int) -> tuple[int, bool]:
+        """The number of configs in the active space, and whether it is exact: past `limit`,
+        it may be a lower bound."""
+        # The unconditional decisions alone bound it from below without enumerating.
+        lower = prod(len(d.values) for d in self.decisions if not d.requires)
+        if lower > limit:
+            return lower, False
+        # Few decisions can be parents when that product is this small: branch on the
+        # parents, multiply the other decisions' value counts.
+        required = {(stage, id) for d in self.decisions for stage, id, _ in d.requires}
+        parents = [d for d in self.decisions if (d.stage, d.id) in required]
+        others = [d for d in self.decisions if (d.stage, d.id) not in required]
+
+        def count(index: int, config: Config) -> int:
+            if index == len(parents):
+                return prod(len(d.values) for d in others if is_active(d, config))
+            parent = parents[index]
+            if not is_active(parent, config):
+                return count(index + 1, config)
+            return sum(count(index + 1, with_value(config, parent, value)) for value in parent.values)
+
+        return count(0, self.base), True
+
+    def _enumerate(self, index: int, config: Config) -> Iterator[Config]:
+        if index == len(self.decisions):
+            yield config
+            return
+        decision = self.decisions[index]  # parents first: its activity is settled by now
+        if not is_active(decision, config):
+            yield from self._enumerate(index + 1, config)
+            return
+        for value in decision.values:
+            yield from self._enumerate(index + 1, with_value(config, decision, value))
+
+    def _propose(self) -> Config | None:
+        return next(self._grid, None)
+
+    def _observe(self, config: Config, seconds: float | None) -> None:
+        """The grid does not depend on results."""

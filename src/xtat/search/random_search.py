@@ -1,0 +1,17 @@
+"""Random search: the base config, then uniform samples of the active space.
+
+The baseline every other strategy must beat at equal budget.
+"""
+
+from __future__ import annotations
+
+from xtat.search.base import SearchStrategy
+from xtat.space.space import Config
+
+
+class RandomSearch(SearchStrategy):
+    def _propose(self) -> Config | None:
+        return self.sample()
+
+    def _observe(self, config: Config, seconds: float | None) -> None:
+        """Samples do not depend on results."""

@@ -1,0 +1,84 @@
+"""Surrogate-ranked search: many proposals, a model ranks them, only the best few are asked.
+
+The loop shared by `model` (boosted trees, `search.model`) and `gp` (Gaussian
+process with expected improvement, `search.gp`): until `min_observed` configs
+have a time, proposals are random (the model has nothing to learn from);
+after that, every `batch` asks the surrogate is refitted on all timed
+configs, a pool of proposals is drawn (mutations of the best configs so far
+plus random ones), and the `batch` best-scored unseen proposals are asked.
+
+Proposals are ranked on decision features only, before anything is compiled:
+see docs/cost-model.md for why.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from xtat.search.base import SearchStrategy
+from xtat.space.space import Config, Decision, config_key
+
+
+class Surrogate(Protocol):
+    def fit(self, configs: list[Config], log_times: np.ndarray) -> None:
+        """Learn from timed configs (log seconds; failures are not shown to it)."""
+
+    def score(self, configs: list[Config], best_log_time: float) -> np.ndarray:
+        """How much each config is worth asking next: higher first."""
+
+
+class SurrogateSearch(SearchStrategy):
+    min_observed = 6  # timed configs before the surrogate is trusted
+    pool = 256  # proposals ranked per batch
+    batch = 3  # asks per refit
+    elite = 5  # best configs whose mutations fill half the pool
+
+    def __init__(self, decisions: list[Decision], **kwargs):
+        super().__init__(decisions, **kwargs)
+        self.surrogate = self._make_surrogate()
+        self.timed: dict[str, tuple[Config, float | None]] = {}  # every observed config and its seconds
+        self._queue: list[Config] = []
+
+    def _make_surrogate(self) -> Surrogate:
+        """The model that ranks proposals, built once the searchable decisions are known."""
+        raise NotImplementedError
+
+    def _observe(self, config: Config, seconds: float | None) -> None:
+        self.timed[config_key(config)] = (config, seconds)
+
+    def _propose(self) -> Config | None:
+        if not self._queue:
+            self._queue = self._ranked_batch()
+        return self._queue.pop(0) if self._queue else None
+
+    def _ranked_batch(self) -> list[Config]:
+        timed = [(c, s) for c, s in self.timed.values() if s is not None]
+        if len(timed) < self.min_observed:
+            return [self.sample(keep_base=0.5)]
+        log_times = np.log([s for _, s in timed])
+        self.surrogate.fit([c for c, _ in timed], log_times)
+        proposals = self._unseen_pool([c for c, _ in sorted(timed, key=lambda cs: cs[1])[:self.elite]])
+        if not proposals:
+            return []
+        scores = self.surrogate.score(proposals, float(log_times.min()))
+        best = np.argsort(-scores, kind="stable")[:self.batch]
+        return [proposals[i] for i in best]
+
+    def _unseen_pool(self, elite: list[Config]) -> list[Config]:
+        """Distinct canonical proposals not asked before: mutations of the elite, then random."""
+        seen = set(self.timed) | set(self.results) | self._pending
+        pool: dict[str, Config] = {}
+        for i in range(self.pool):
+            if i < self.pool // 2:
+                config = self.rng.choice(elite)
+                for _ in range(self.rng.choice((1, 1, 2))):
+                    config = self.mutate(config)
+            else:
+                config = self.sample(keep_base=0.5)
+            config = self.canonical(config)
+            key = config_key(config)
+            if key not in seen:
+                pool.setdefault(key, config)
+        return list(pool.values())
