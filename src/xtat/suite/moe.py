@@ -1,24 +1,33 @@
-"""Built-in default workload: a small mixture-of-experts transformer.
+"""The mixture-of-experts family: one GLaM-style transformer, four routers.
 
-A GLaM-style decoder-only transformer (pre-LayerNorm, causal self-attention,
-an MoE feed-forward layer in every other block) trained with optax adamw.
-The MoE layer follows GShard: top-2 gating, per-expert capacity, and dispatch
-through one-hot dispatch/combine tensors contracted with einsum. This mixes
-the ops an XLA autotuner cares about (matmuls, softmax, layer norms, large
-one-hot einsums, top-k, a matmul-based cumulative sum) into one program.
+A decoder-only transformer (pre-LayerNorm, causal self-attention, an MoE
+feed-forward layer in every other block) trained with optax adamw. The
+variants differ only in the `Router` of their MoE layers (see routing.py):
+
+    moe-glam    top-2 softmax gating, renormalized gates (GLaM / GShard)
+    moe-switch  top-1 softmax gating, Switch load-balancing loss
+    moe-hash    a fixed hash of the token id, no learned router
+    moe-sbase   Sinkhorn-balanced top-1 (S-BASE)
+
+Every MoE layer has a per-expert capacity and reads the user knob
+`moe_dispatch` ("einsum", "gather", "sort"): three data movements with equal
+results. The program mixes what an XLA autotuner cares about (matmuls,
+softmax, layer norms, one-hot einsums or scatters and gathers, top-k, sorts).
 
 Parameters come from a fixed random init and inputs from a seeded numpy
 generator, so the workload is reproducible and needs no data or weights.
 
-    moe_train_step(size="small")      -> Workload(train_step, (params, opt_state, tokens, targets))
-    moe_inference_step(size="small")  -> Workload(inference_step, (params, tokens))
+    train_workload(variant, size)      -> Workload(train_step, (params, opt_state, tokens, targets))
+    inference_workload(variant, size)  -> Workload(inference_step, (params, tokens))
+    moe_train_step(size), moe_inference_step(size): the moe-glam workloads
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from dataclasses import dataclass
 from types import MappingProxyType
+from functools import partial
 from typing import Any, Callable, Mapping
 
 import flax.linen as nn
@@ -27,7 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from xtat.stages.program.knobs import knob
 from xtat.suite import SuiteEntry
+from xtat.suite.routing import DISPATCH_METHODS, HashRouting, Router, SinkhornRouting, TopKGating, dispatch
 from xtat.workload import Workload
 
 PyTree = Any
@@ -45,7 +56,7 @@ class MoEConfig:
     vocab: int
     seq_len: int
     batch: int
-    top_k: int = 2  # GShard/GLaM top-2 gating
+    router: Router = TopKGating(2, renormalize=True)
     capacity_factor: float = 1.25
     moe_every: int = 2  # GLaM: layer i is MoE when i % moe_every == moe_every - 1
     group_size: int | None = None  # tokens per routing group; None: the whole batch
@@ -62,19 +73,20 @@ class MoEConfig:
 
     @property
     def expert_capacity(self) -> int:
-        return math.ceil(self.capacity_factor * self.tokens_per_group * self.top_k / self.num_experts)
+        return self.router.capacity(self.tokens_per_group, self.num_experts, self.capacity_factor)
 
 
 SIZES: Mapping[str, MoEConfig] = MappingProxyType({
     # Sized for CPU: the train step compiles in ~3 s and runs in tens of ms on
     # 2 cores; ff_dim is 2x d_model to keep the step there. One routing group
-    # spans the whole batch (512 tokens, so expert capacity 320).
+    # spans the whole batch (512 tokens, so expert capacity 320 for top-2
+    # routers and 160 for top-1).
     "small": MoEConfig(
         d_model=128, num_heads=4, num_layers=2, ff_dim=256, num_experts=4,
         vocab=256, seq_len=64, batch=8,
     ),
     # Closer to a real accelerator workload; not meant for CPU. Routing groups
-    # of 1024 tokens (capacity 320) keep the one-hot dispatch tensors linear in
+    # of 1024 tokens (capacity 320 for top-2) keep the one-hot dispatch tensors linear in
     # batch size (~84 MB) instead of quadratic (~670 MB as one group).
     "large": MoEConfig(
         d_model=1024, num_heads=16, num_layers=8, ff_dim=4096, num_experts=8,
@@ -83,76 +95,41 @@ SIZES: Mapping[str, MoEConfig] = MappingProxyType({
 })
 
 
-def _config(size: str) -> MoEConfig:
+# The router of each suite variant; the sizes above give the other dimensions.
+ROUTERS: Mapping[str, Router] = MappingProxyType({
+    "moe-glam": TopKGating(2, renormalize=True),
+    "moe-switch": TopKGating(1, renormalize=False),
+    "moe-hash": HashRouting(),
+    "moe-sbase": SinkhornRouting(iterations=3),
+})
+
+
+def config(variant: str, size: str) -> MoEConfig:
+    """The dimensions of `size` with the router of `variant` (a key of ROUTERS)."""
     if size not in SIZES:
         raise ValueError(f"unknown MoE workload size {size!r}; valid sizes: {', '.join(SIZES)}")
-    return SIZES[size]
+    if variant not in ROUTERS:
+        raise ValueError(f"unknown MoE variant {variant!r}; valid variants: {', '.join(ROUTERS)}")
+    return dataclasses.replace(SIZES[size], router=ROUTERS[variant])
 
 
 # --------------------------------------------------------------------------- model
 
 
-def top_k_routing(
-    router_logits: jax.Array, k: int, capacity: int
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """GShard-style top-k gating within routing groups.
-
-    router_logits: [G, S, E]. Returns (dispatch [G, S, E, C], combine
-    [G, S, E, C], aux_loss scalar). A choice that finds its expert full gets an
-    all-zero dispatch row; a token with every choice dropped reaches the next
-    layer only through the residual connection.
-    """
-    groups, seq, num_experts = router_logits.shape
-    probs = jax.nn.softmax(router_logits, axis=-1)  # [G, S, E]
-
-    # Expert choices in order of preference. The selection is discrete, so it
-    # sees no gradient; the router learns through the gate values below.
-    _, expert_index = jax.lax.top_k(jax.lax.stop_gradient(probs), k)  # [G, S, K]
-    # [G, S, E, K], with k last because the einsums below contract over it.
-    expert_mask = jax.nn.one_hot(expert_index, num_experts, dtype=probs.dtype, axis=-2)
-
-    # Gate-probability weighting: each choice is weighted by its router
-    # probability, renormalized over the k choices (GShard top-2).
-    gates = jnp.einsum("gse,gsek->gsk", probs, expert_mask)
-    gates = gates / jnp.maximum(jnp.sum(gates, axis=-1, keepdims=True), jnp.finfo(probs.dtype).eps)
-
-    # Switch-Transformer load-balancing loss on the top-1 choice, before
-    # capacity drops: E * sum_e (fraction of tokens to e) * (mean prob of e).
-    density = jnp.mean(expert_mask[..., 0], axis=1)  # [G, E]
-    density_proxy = jnp.mean(probs, axis=1)  # [G, E]
-    aux_loss = jnp.mean(jnp.sum(density * density_proxy, axis=-1)) * num_experts
-
-    # Slot of each choice in its expert's buffer. Ordering choices k-major
-    # queues every token's first choice ahead of any second choice, so top-1
-    # traffic wins when an expert overflows. The exclusive cumulative sum is a
-    # matmul with a strictly lower-triangular matrix (the usual TPU trick),
-    # which keeps it on the matmul path instead of a sequential scan.
-    by_priority = jnp.moveaxis(expert_mask, -1, 1).reshape(groups, k * seq, num_experts)
-    earlier = jnp.tril(jnp.ones((k * seq, k * seq), probs.dtype), -1)
-    position = jnp.einsum("ts,gse->gte", earlier, by_priority)  # choices queued before
-    position = jnp.moveaxis(position.reshape(groups, k, seq, num_experts), 1, -1)  # [G, S, E, K]
-    slot = jnp.sum(position * expert_mask, axis=-2).astype(jnp.int32)  # [G, S, K]
-
-    # Choices past capacity are dropped: their slot one-hot is masked to zero.
-    slot_mask = jax.nn.one_hot(slot, capacity, dtype=probs.dtype) * (slot < capacity)[..., None]
-    dispatch = jnp.einsum("gsek,gskc->gsec", expert_mask, slot_mask)  # 0/1
-    combine = jnp.einsum("gsek,gskc->gsec", expert_mask * gates[..., None, :], slot_mask)
-    return dispatch, combine, aux_loss
-
-
 class MoEFeedForward(nn.Module):
-    """Top-k mixture of expert GELU MLPs, dispatched by einsum within routing groups."""
+    """A mixture of expert GELU MLPs within routing groups; returns (y, aux loss)."""
 
     config: MoEConfig
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def __call__(self, x: jax.Array, token_ids: jax.Array) -> tuple[jax.Array, jax.Array]:
         cfg = self.config
         batch_shape = x.shape
         x = x.reshape(-1, cfg.tokens_per_group, cfg.d_model)  # [G, S, D] routing groups
-        # Router without bias, as in GShard/Switch.
-        router_logits = nn.Dense(cfg.num_experts, use_bias=False, name="router")(x)
-        dispatch, combine, aux_loss = top_k_routing(router_logits, cfg.top_k, cfg.expert_capacity)
+        token_ids = token_ids.reshape(x.shape[:2])
+        # Router without bias, as in GShard/Switch; hash routing has none.
+        logits = nn.Dense(cfg.num_experts, use_bias=False, name="router")(x) if cfg.router.learned else None
+        routes = cfg.router.route(logits, token_ids, cfg.num_experts)
 
         # Stacked expert weights: one batched matmul serves every expert.
         init = nn.initializers.variance_scaling(
@@ -161,13 +138,13 @@ class MoEFeedForward(nn.Module):
         w_in = self.param("w_in", init, (cfg.num_experts, cfg.d_model, cfg.ff_dim))
         w_out = self.param("w_out", init, (cfg.num_experts, cfg.ff_dim, cfg.d_model))
 
-        # Gather tokens into per-expert buffers [E, G, C, D], run every expert
-        # as one batched matmul, and scatter back weighted by the gates.
-        expert_in = jnp.einsum("gsec,gsd->egcd", dispatch, x)
-        hidden = nn.gelu(jnp.einsum("egcd,edf->egcf", expert_in, w_in))
-        expert_out = jnp.einsum("egcf,efd->egcd", hidden, w_out)
-        y = jnp.einsum("gsec,egcd->gsd", combine, expert_out)
-        return y.reshape(batch_shape), aux_loss
+        def experts(buffers: jax.Array) -> jax.Array:  # [G, E, C, D]
+            hidden = nn.gelu(jnp.einsum("gecd,edf->gecf", buffers, w_in))
+            return jnp.einsum("gecf,efd->gecd", hidden, w_out)
+
+        method = knob("moe_dispatch", DISPATCH_METHODS, default="einsum")
+        y = dispatch(method, x, routes, cfg.num_experts, cfg.expert_capacity, experts)
+        return y.reshape(batch_shape), routes.aux_loss
 
 
 class LayerNorm(nn.Module):
@@ -224,13 +201,16 @@ class Block(nn.Module):
     use_moe: bool
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def __call__(self, x: jax.Array, token_ids: jax.Array) -> tuple[jax.Array, jax.Array]:
         cfg = self.config
         # Bias-free projections and scale-only norms (as in PaLM/T5): fewer tiny
         # parameter tensors, each of which costs XLA optimizer fusions to compile.
         x = x + CausalSelfAttention(cfg, name="attn")(LayerNorm(name="ln_attn")(x))
-        ffn = MoEFeedForward(cfg, name="moe") if self.use_moe else DenseFeedForward(cfg, name="mlp")
-        y, aux_loss = ffn(LayerNorm(name="ln_ffn")(x))
+        h = LayerNorm(name="ln_ffn")(x)
+        if self.use_moe:
+            y, aux_loss = MoEFeedForward(cfg, name="moe")(h, token_ids)
+        else:
+            y, aux_loss = DenseFeedForward(cfg, name="mlp")(h)
         return x + y, aux_loss
 
 
@@ -261,7 +241,7 @@ class MoETransformer(nn.Module):
         aux_total = jnp.zeros((), x.dtype)
         for i in range(cfg.num_layers):
             use_moe = i % cfg.moe_every == cfg.moe_every - 1
-            x, aux = Block(cfg, use_moe, name=f"layer_{i}")(x)
+            x, aux = Block(cfg, use_moe, name=f"layer_{i}")(x, tokens)
             aux_total = aux_total + aux
         x = LayerNorm(name="final_norm")(x)
         # Output projection tied to the input embedding (GLaM, T5), scaled by
@@ -322,9 +302,9 @@ def _make_train_step(
     return train_step
 
 
-def moe_train_step(size: str = "small") -> Workload:
-    """One adamw training step of the MoE transformer: (params, opt_state, tokens, targets)."""
-    cfg = _config(size)
+def train_workload(variant: str, size: str = "small") -> Workload:
+    """One adamw training step: (params, opt_state, tokens, targets) -> (params, opt_state, loss)."""
+    cfg = config(variant, size)
     model, params, tokens, targets = _build(cfg)
     tx = optax.adamw(cfg.learning_rate, weight_decay=cfg.weight_decay)
     opt_state = tx.init(params)
@@ -338,14 +318,14 @@ def moe_train_step(size: str = "small") -> Workload:
     return Workload(
         fn=train_step,
         args=(params, opt_state, jnp.asarray(tokens), jnp.asarray(targets)),
-        name="moe_train_step",
+        name=f"{variant}/train",
         make_inputs=make_inputs,
     )
 
 
-def moe_inference_step(size: str = "small") -> Workload:
-    """Forward pass of the MoE transformer: (params, tokens) -> logits [B, S, V]."""
-    cfg = _config(size)
+def inference_workload(variant: str, size: str = "small") -> Workload:
+    """Forward pass: (params, tokens) -> logits [B, S, V]."""
+    cfg = config(variant, size)
     model, params, tokens, _ = _build(cfg)
 
     def inference_step(params: PyTree, tokens: jax.Array) -> jax.Array:
@@ -359,14 +339,32 @@ def moe_inference_step(size: str = "small") -> Workload:
     return Workload(
         fn=inference_step,
         args=(params, jnp.asarray(tokens)),
-        name="moe_inference_step",
+        name=f"{variant}/inference",
         make_inputs=make_inputs,
     )
 
 
+def moe_train_step(size: str = "small") -> Workload:
+    """The moe-glam training step (the CLI's default target)."""
+    return train_workload("moe-glam", size)
+
+
+def moe_inference_step(size: str = "small") -> Workload:
+    """The moe-glam forward pass."""
+    return inference_workload("moe-glam", size)
+
+
+_DESCRIPTIONS = {
+    "moe-glam": "GLaM-style decoder, top-2 gating with renormalized gates, load-balancing loss",
+    "moe-switch": "Switch-style decoder, top-1 gating, load-balancing loss",
+    "moe-hash": "hash-routed decoder: a fixed hash of the token id picks the expert, no router",
+    "moe-sbase": "S-BASE decoder: 3 Sinkhorn iterations balance the router scores, then top-1",
+}
+_SMALL = "small: d_model 128, 4 experts, MoE every other of 2 layers, batch 8 x 64 tokens"
+
 ENTRIES = [
-    SuiteEntry("moe-glam", "mixture of experts",
-               "GLaM-style decoder, top-2 gating, MoE every other layer, one-hot einsum dispatch; "
-               "small: d_model 128, 4 experts, 2 layers, batch 8 x 64 tokens",
-               moe_train_step, moe_inference_step),
+    SuiteEntry(variant, "mixture of experts", f"{_DESCRIPTIONS[variant]}; {_SMALL}",
+               partial(train_workload, variant), partial(inference_workload, variant),
+               knobs=("moe_dispatch",))
+    for variant in ROUTERS
 ]
