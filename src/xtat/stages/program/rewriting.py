@@ -41,6 +41,8 @@ SUPPORTED_HIGHER_ORDER = frozenset(
     {
         "scan", "while", "cond", "jit", "pjit", "closed_call", "call", "remat2",
         "custom_jvp_call", "custom_vjp_call", "custom_linear_solve",
+        # Their nested update_jaxpr is the scalar combiner, re-bound unchanged.
+        "scatter", "scatter-add", "scatter-sub", "scatter-mul", "scatter-min", "scatter-max",
     }
 )
 
