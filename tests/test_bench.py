@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import subprocess
 import sys
 from html.parser import HTMLParser
 
+import numpy as np
 import pytest
 
+from xtat.bench.campaign import BenchResult, BenchSettings, Outcome, geometric_mean, select, tune_entry
+from xtat.bench.report import bench_report
+from xtat.bench.roofline import MachinePeak, machine_key, place
+from xtat.errors import UserError
 from xtat.report import (ConvergenceSeries, Figure, Paragraph, Preformatted, Report, RooflinePoint, Section,
                          SpeedupBar, StageShares, Table, TrialPoint, ablation_figure, convergence_figure,
                          roofline_figure, speedup_figure, write_report)
 from xtat.report.figures import is_png
+from xtat.store.sqlite import Store
+from xtat.suite import SuiteEntry
+from xtat.workload import Workload
 
 
 class _Page(HTMLParser):
@@ -103,3 +110,150 @@ def test_report_model_rejects_bad_blocks():
     assert is_png(png)
     with pytest.raises(ValueError, match="used twice"):
         Report("r", (Section("s", (Figure("a", png), Figure("a", png))),))
+
+
+# -- statistics and the campaign's pieces -----------------------------------------------------
+
+
+
+def test_geometric_mean_and_its_bootstrap_interval():
+    mean = geometric_mean([1.0, 2.0, 4.0])
+    assert mean.value == pytest.approx(2.0) and mean.count == 3
+    assert 1.0 <= mean.low < 2.0 < mean.high <= 4.0
+    assert geometric_mean([1.0, 2.0, 4.0], seed=0) == mean  # seeded: reproducible
+    wide, narrow = geometric_mean([0.5, 1.0, 2.0, 0.5, 2.0]), geometric_mean([0.95, 1.0, 1.05, 0.95, 1.05])
+    assert wide.high - wide.low > narrow.high - narrow.low
+    same = geometric_mean([1.25, 1.25, 1.25])
+    assert (same.value, same.low, same.high) == pytest.approx((1.25, 1.25, 1.25))
+    single = geometric_mean([1.5])
+    assert (single.low, single.high) == (1.5, 1.5)
+    assert geometric_mean([]) is None
+
+
+def test_settings_and_selection_reject_bad_input():
+    with pytest.raises(UserError, match="--size"):
+        BenchSettings(size="huge")
+    with pytest.raises(UserError, match="--forms"):
+        BenchSettings(forms=("eval",))
+    with pytest.raises(UserError, match="--budget or --time-per-workload"):
+        BenchSettings(budget=None, time_per_workload_s=None)
+    with pytest.raises(UserError, match="no suite workload 'nope'"):
+        select(BenchSettings(suite=("moe-glam", "nope")))
+    pairs = select(BenchSettings(suite=("moe-glam",), forms=("inference", "train")))
+    assert [(e.name, f) for e, f in pairs] == [("moe-glam", "inference"), ("moe-glam", "train")]
+
+
+def test_roofline_placement():
+    peak = MachinePeak("roofline:test", flops_per_s=100e9, bytes_per_s=10e9, matmul_n=512, copy_bytes=1,
+                       repeats=1, measured_at=0.0)
+    assert peak.ridge_intensity == 10.0 and peak.roof(1.0) == 10e9 and peak.roof(100.0) == 100e9
+    low = place(peak, {"flops": 2e9, "bytes accessed": 1e9}, default_s=1.0, tuned_s=0.5)
+    assert low.intensity == 2.0 and low.default_flops_per_s == 2e9 and low.tuned_flops_per_s == 4e9
+    assert low.default_fraction == pytest.approx(0.1) and low.tuned_fraction == pytest.approx(0.2)
+    assert place(peak, {"flops": 1e9}, 1.0, 1.0) is None  # no bytes: not placed
+
+
+def _raising_fn(x):
+    raise ValueError("this model does not trace")
+
+
+def test_a_failing_workload_is_an_outcome_with_its_error(tmp_path):
+    peak = MachinePeak("roofline:test", 1e9, 1e9, 512, 1, 1, 0.0)
+    settings = BenchSettings(budget=2)
+    untraceable = SuiteEntry("broken", "test", "traces to an error",
+                             train=lambda size: Workload(_raising_fn, (np.ones(3, np.float32),), name="broken/train"),
+                             inference=lambda size: Workload(_raising_fn, (np.ones(3, np.float32),)))
+    outcome = tune_entry(untraceable, "train", settings, tmp_path / "x.db", peak)
+    assert not outcome.tuned and "fails to trace" in outcome.error and "does not trace" in outcome.error
+
+    def unbuildable(size):
+        raise RuntimeError("weights of size " + size + " do not fit")
+
+    outcome = tune_entry(SuiteEntry("unbuildable", "test", "", unbuildable, unbuildable), "inference", settings,
+                         tmp_path / "x.db", peak)
+    assert outcome.error == "RuntimeError: weights of size small do not fit"
+    assert outcome.to_json()["delivered_speedup"] is None
+
+
+def synthetic_bench_result() -> BenchResult:
+    """A campaign result on made-up numbers (SYNTHETIC: nothing here was measured)."""
+    peak = MachinePeak("roofline:synthetic", 50e9, 10e9, 1024, 1 << 28, 5, 0.0)
+    history = ({"status": "ok", "median_s": 0.010, "spent_s": 2.0}, {"status": "crash", "median_s": None,
+                                                                      "spent_s": 1.0},
+               {"status": "ok", "median_s": 0.008, "spent_s": 2.0})
+    adopted = Outcome("synthetic-a/train", "synthetic-a", "test", "train", fingerprint="f" * 64, default_ms=10.0,
+                      default_ci_ms=(9.8, 10.2), best_ms=8.0, best_ci_ms=(7.9, 8.1), speedup=1.25,
+                      speedup_ci=(1.2, 1.3), adopted=True, message="adopted", config={"program": {"d": 8}},
+                      trials={"crash": 1, "ok": 2}, history=history,
+                      ablation={"config": {"program": {"d": 8}}, "stage_shares": {"program": 1.0},
+                                "interaction": 0.0, "variants": {"adopted": {"speedup": 1.25,
+                                                                             "speedup_ci": [1.2, 1.3]}}},
+                      roofline=place(peak, {"flops": 1e8, "bytes accessed": 1e7}, 0.010, 0.008))
+    kept = Outcome("synthetic-b/train", "synthetic-b", "test", "train", fingerprint="e" * 64, default_ms=5.0,
+                   default_ci_ms=(4.9, 5.1), best_ms=5.0, best_ci_ms=(4.9, 5.1), speedup=1.0, speedup_ci=(1.0, 1.0),
+                   message="no significant improvement", trials={"ok": 3}, history=history[:1])
+    failed = Outcome("synthetic-c/train", "synthetic-c", "test", "train", error="UserError: does not trace")
+    outcomes = (adopted, kept, failed)
+    return BenchResult(BenchSettings(suite=("synthetic-a", "synthetic-b", "synthetic-c"), forms=("train",),
+                                     budget=3), outcomes, peak, False, geometric_mean([1.25, 1.0]),
+                       geometric_mean([1.25, 1.0]), 12.0, "synthetic.db")
+
+
+def test_bench_report_on_synthetic_result(tmp_path):
+    result = synthetic_bench_result()
+    assert [o.delivered_speedup for o in result.outcomes[:2]] == [1.25, 1.0]
+    report = bench_report(result)
+    assert [f.name for f in report.figures] == ["speedup", "convergence-train", "ablation", "roofline"]
+    files = write_report(report, tmp_path)
+    markdown = files.markdown.read_text()
+    assert "synthetic-c/train | - | - | - | failed" in markdown
+    assert "crash 1, ok 2 | crash 1 |" in markdown  # trials by status, failures by status
+    assert "program 100%" in markdown and "## Failed workloads" in markdown
+    assert "Largest adopted speedups: synthetic-a/train 1.250 [1.200, 1.300]" in markdown
+    page = _Page()
+    page.feed(files.html.read_text())
+    assert len(page.images) == 4 and page.external == []
+    json.dumps(result.to_json())  # every number serializes
+
+
+# -- one real campaign through the command line -------------------------------------------------
+
+def test_bench_cli_tunes_reports_and_resumes(tmp_path):
+    """Real XLA: moe-glam inference, budget 2, short timing; then the same command again resumes."""
+    db, folder = tmp_path / "bench.db", tmp_path / "report"
+    command = [sys.executable, "-m", "xtat.cli.app", "bench", "--suite", "moe-glam", "--forms", "inference",
+               "--budget", "2", "--db", str(db), "--report", str(folder), "--json", "--rounds", "5",
+               "--samples", "3", "--min-sample-s", "0.005"]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    document = json.loads(first.stdout.strip().splitlines()[-1])
+    [row] = document["workloads"]
+    assert row["name"] == "moe-glam/inference" and row["error"] is None
+    assert sum(row["trials"].values()) == 2 and row["new_trials"] == 2
+    assert row["default_ci_ms"][0] <= row["default_ms"] <= row["default_ci_ms"][1]
+    assert row["speedup_ci"][0] <= row["speedup"] <= row["speedup_ci"][1]
+    assert len(row["history"]) == 2 and row["history"][0]["status"] == "ok"
+    assert row["cost"]["flops"] > 0 and row["roofline"]["intensity"] > 0
+    assert document["peak_measured_now"] and document["peak"]["flops_per_s"] > 1e8
+    assert document["geomean_delivered"]["count"] == 1
+    assert {p.name for p in folder.iterdir()} >= {"report.md", "report.html", "bench.json", "speedup.png",
+                                                 "convergence-inference.png", "roofline.png"}
+    page = _Page()
+    page.feed((folder / "report.html").read_text())
+    assert len(page.images) == 3 and all(src.startswith("data:image/png;base64,") for src in page.images)
+
+    # The peaks are a stored machine fact now.
+    store = Store.open(db, read_only=True)
+    try:
+        assert store.machine_fact(machine_key())["flops_per_s"] == document["peak"]["flops_per_s"]
+    finally:
+        store.close()
+
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    resumed = json.loads(again.stdout.strip().splitlines()[-1])
+    [row2] = resumed["workloads"]
+    assert not resumed["peak_measured_now"] and resumed["peak"] == document["peak"]
+    assert row2["new_trials"] == 0  # every config read back from the store
+    assert (row2["default_ms"], row2["speedup"], row2["adopted"]) == (row["default_ms"], row["speedup"],
+                                                                      row["adopted"])

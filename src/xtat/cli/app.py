@@ -296,6 +296,10 @@ from xtat.compare.cli import compare  # noqa: E402  (imports nothing heavy until
 
 app.command()(compare)
 
+from xtat.bench.cli import bench  # noqa: E402  (imports nothing heavy until it runs)
+
+app.command()(bench)
+
 
 def main() -> None:
     warnings.filterwarnings("ignore", message=".*os.fork.*")
