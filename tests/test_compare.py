@@ -12,7 +12,7 @@ from tiny import FAST, tiny_target
 from xtat.compare.analysis import (BASELINE, Point, RunRecord, analyze, convergence, first_reaching,
                                    median_by_trials, median_by_wall, median_not_reached_last)
 from xtat.compare.report import campaign_report
-from xtat.compare.runner import CampaignPlan, available_strategies, record_from_result, run_paths
+from xtat.compare.runner import CampaignPlan, available_strategies, record_from_result, run_campaign, run_paths
 from xtat.errors import UserError
 from xtat.report import to_html, to_markdown
 
@@ -175,6 +175,18 @@ def test_baseline_is_tpe_over_codegen_only(tmp_path):
 def test_each_run_has_its_own_store(tmp_path):
     paths = {run_paths(tmp_path, "moe-glam/train", s, seed) for s in ("random", "tpe") for seed in (0, 1)}
     assert len({p.store for p in paths}) == 4 and all(p.store.parent == tmp_path / "moe-glam_train" for p in paths)
+
+
+def test_a_larger_budget_continues_each_run_from_its_store(tmp_path):
+    def plan(budget: int) -> CampaignPlan:
+        return CampaignPlan((tiny_target("tiny_mlp"),), ("sweep",), budget=budget, seeds=1, db_dir=tmp_path,
+                            stages=("codegen",), tuning=FAST)
+
+    (first,) = run_campaign(plan(2))
+    events = []
+    (second,) = run_campaign(plan(3), on_trial=events.append)  # the record's settings differ: resume the store
+    assert [e.resumed for e in events] == [True, True, False]
+    assert second.curve[:2] == first.curve and len(second.curve) == 3
 
 
 def _compare(*args):

@@ -170,7 +170,11 @@ def run_campaign(plan: CampaignPlan, on_run: Callable[[RunStart], None] | None =
                     on_run(RunStart(len(runs) + 1, total, name, strategy, seed, recorded is not None))
                 if recorded is None:
                     paths.store.parent.mkdir(parents=True, exist_ok=True)
-                    result = tune(workload, db=paths.store, settings=settings, on_trial=on_trial)
+                    try:
+                        result = tune(workload, db=paths.store, settings=settings, on_trial=on_trial)
+                    except UserError as exc:
+                        raise UserError(f"{name}, {strategy}, seed {seed}: {exc} (finished runs are kept; "
+                                        "the same command continues)") from exc
                     _write_record(paths.record, name, strategy, seed, settings, result)
                     recorded = result.to_json()
                 runs.append(record_from_result(name, strategy, seed, recorded))
