@@ -9,7 +9,9 @@ worker process is left behind, and every failure row carries its error text.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -22,9 +24,11 @@ from pathlib import Path
 import pytest
 
 import xtat
-from tiny import FAST, mlp, tiny_mlp, tiny_target
-from xtat.space.space import config_id
+from tiny import FAST, mlp, tiny_mlp, tiny_nan_max, tiny_target
+from xtat.errors import UserError
+from xtat.space.space import config_id, config_key
 from xtat.store.sqlite import FINAL_STATUSES
+from xtat.tuner import TuneResult
 
 OPTIONS = ("xla_cpu_opt_preset", "xla_backend_optimization_level", "xla_cpu_prefer_vector_width")
 CODEGEN = dict(options=OPTIONS, stages=("codegen",), **FAST)
@@ -76,10 +80,6 @@ def assert_nothing_lost(db, before: dict[str, tuple] | None = None, workers_befo
                 assert error, f"failure row {key} has no error text"
         latest = con.execute("SELECT adopted, config FROM results ORDER BY id DESC LIMIT 1").fetchone()
         if latest and latest[0]:
-            import json
-
-            from xtat.space.space import config_key
-
             status = con.execute("SELECT status FROM trials WHERE config_key=?",
                                  (config_key(json.loads(latest[1])),)).fetchone()[0]
             assert status == "ok", "the adopted config is not a verified successful trial"
@@ -92,25 +92,41 @@ def assert_nothing_lost(db, before: dict[str, tuple] | None = None, workers_befo
 
 
 def _status(db, config) -> tuple:
-    from xtat.space.space import config_key
-
     return _rows(db)[config_key(config)]
 
 
-@pytest.mark.parametrize("phase, kind, status, text", [
-    ("compile", "segfault", "crash", "SIGSEGV"),
-    ("run", "abort", "crash", "SIGABRT"),
-    ("run", "raise", "run_error", "injected fault"),
-    ("run", "oom", "oom", "MemoryError"),
+def _tune_watching_workers(workload, db, **settings) -> tuple[TuneResult, list[tuple[str, set[int]]]]:
+    """Tune in this process; after each config, note its id and this test run's live worker pids."""
+    seen: list[tuple[str, set[int]]] = []
+    result = xtat.tune(workload, db=db, on_trial=lambda event: seen.append((config_id(event.config), _workers())),
+                       **settings)
+    return result, seen
+
+
+def _next_after(seen: list[tuple[str, set[int]]], victim: dict) -> tuple[str, set[int], set[int]]:
+    """The config considered right after the victim, its workers, and the workers before the victim."""
+    ids = [cid for cid, _ in seen]
+    at = ids.index(config_id(victim))
+    return seen[at + 1][0], seen[at + 1][1], seen[at - 1][1]
+
+
+@pytest.mark.parametrize("phase, kind, status, text, restarts", [
+    ("compile", "segfault", "crash", "SIGSEGV", True),
+    ("run", "raise", "run_error", "injected fault", False),
+    ("run", "oom", "oom", "MemoryError", True),  # after an OOM the worker is replaced: all memory free again
 ])
-def test_a_dying_or_failing_candidate_is_recorded_and_the_others_finish(db, monkeypatch, phase, kind, status, text):
+def test_a_dying_or_failing_candidate_is_recorded_and_the_others_finish(db, monkeypatch, phase, kind, status, text,
+                                                                         restarts):
     workers = _workers()
     monkeypatch.setenv("XTAT_FAULT", f"{config_id(VICTIM)}:{phase}:{kind}")
-    xtat.tune(tiny_mlp(), db=db, budget=5, **CODEGEN)
+    _, seen = _tune_watching_workers(tiny_mlp(), db, budget=5, **CODEGEN)
     row = _status(db, VICTIM)
     assert row[1] == status and text in row[2]
     others = [r for k, r in _rows(db).items() if r[0] != _status(db, VICTIM)[0]]
     assert len(others) == 4 and all(r[1] in ("ok", "duplicate") for r in others)
+    if restarts:  # the next candidate ran in a new worker process, the old one is gone
+        _, next_workers, earlier_workers = _next_after(seen, VICTIM)
+        assert next_workers and next_workers.isdisjoint(earlier_workers)
     assert_nothing_lost(db, workers_before=workers)
     # On resume the failed config is not tried again.
     before = _rows(db)
@@ -119,15 +135,52 @@ def test_a_dying_or_failing_candidate_is_recorded_and_the_others_finish(db, monk
     assert_nothing_lost(db, before, workers)
 
 
-def test_compile_that_ignores_sigterm_is_killed_at_its_deadline_without_orphans(db, monkeypatch):
+def test_after_an_abort_the_next_candidate_runs_in_a_fresh_worker_and_times_as_when_alone(db, tmp_path, monkeypatch):
     workers = _workers()
-    monkeypatch.setenv("XTAT_FAULT", f"{config_id(VICTIM)}:compile:hang_hard")
+    monkeypatch.setenv("XTAT_FAULT", f"{config_id(VICTIM)}:run:abort")
+    _, seen = _tune_watching_workers(tiny_mlp(), db, budget=4, **CODEGEN)
+    row = _status(db, VICTIM)
+    assert row[1] == "crash" and "SIGABRT" in row[2]
+    next_id, next_workers, earlier_workers = _next_after(seen, VICTIM)
+    assert next_workers and next_workers.isdisjoint(earlier_workers)
+    monkeypatch.delenv("XTAT_FAULT")
+    alone = tmp_path / "alone.db"
+    xtat.tune(tiny_mlp(), db=alone, budget=4, **CODEGEN)
+
+    def relative_time(path) -> float:
+        """The next candidate's median over its run's default median: load on this shared
+        machine shifts both alike, so runs minutes apart stay comparable."""
+        with sqlite3.connect(path) as con:
+            medians = {config_id(json.loads(config)): median
+                       for config, median in con.execute("SELECT config, median_s FROM trials WHERE status='ok'")}
+        return medians[next_id] / medians[config_id({})]
+
+    ratio = relative_time(db) / relative_time(alone)
+    assert 0.5 < ratio < 2.0, f"after the abort the next candidate timed {ratio:.2f}x its time when measured alone"
+    assert_nothing_lost(db, workers_before=workers)
+    before = _rows(db)
+    assert xtat.tune(tiny_mlp(), db=db, budget=4, **CODEGEN).new_trials == 0  # the aborting config is not retried
+    assert_nothing_lost(db, before, workers)
+
+
+@pytest.mark.parametrize("phase, kind", [
+    ("compile", "hang_hard"),  # a compile that also ignores SIGTERM: the process group gets SIGKILL
+    ("run", "hang"),  # a run that never ends
+])
+def test_a_hang_is_killed_at_a_deadline_from_the_defaults_times_without_orphans(db, monkeypatch, phase, kind):
+    workers = _workers()
+    monkeypatch.setenv("XTAT_FAULT", f"{config_id(VICTIM)}:{phase}:{kind}")
     start = time.time()
+    # The deadlines come from the default's compile and run times (x3, at least 3 s), not
+    # from the 100 s allowed for a worker's start-up.
     xtat.tune(tiny_mlp(), db=db, budget=4, options=OPTIONS, stages=("codegen",),
-              **{**FAST, "min_deadline_s": 3.0, "deadline_factor": 3.0})
-    assert time.time() - start < 120
+              **{**FAST, "min_deadline_s": 3.0, "deadline_factor": 3.0, "startup_deadline_s": 100.0})
+    assert time.time() - start < 100
     row = _status(db, VICTIM)
     assert row[1] == "timeout" and "deadline" in row[2]
+    deadline_s = float(re.search(r"deadline of ([0-9.]+) s", row[2]).group(1))
+    assert deadline_s < 30
+    assert sum(r[1] == "ok" for r in _rows(db).values()) >= 2  # the run went on
     assert_nothing_lost(db, workers_before=workers)
 
 
@@ -142,25 +195,131 @@ def test_config_wrong_a_third_of_the_time_is_demoted_by_repeated_verification(db
     assert_nothing_lost(db)
 
 
-def test_sigint_then_resume_keeps_finished_rows_and_duplicates_nothing(db):
+def test_the_fastest_config_computing_subtly_wrong_numbers_is_rejected_and_the_winner_reverified(db, monkeypatch):
+    # TEST-ONLY: the default is slowed, so every candidate is faster; the victim's outputs are 1% off.
+    monkeypatch.setenv("XTAT_FAULT", f"default:run:slow;{config_id(VICTIM)}:run:wrong")
+    result = xtat.tune(tiny_mlp(), db=db, budget=4, **CODEGEN)
+    with sqlite3.connect(db) as con:
+        status, error, median, max_abs, max_rel = con.execute(
+            "SELECT status, error, median_s, max_abs_err, max_rel_err FROM trials WHERE config_key=?",
+            (config_key(VICTIM),)).fetchone()
+    assert status == "wrong_result" and median is None
+    assert "beyond rtol=0.0001 atol=1e-05" in error  # the tolerance it failed, in the error text
+    assert max_abs > 0 and max_rel == pytest.approx(0.01, rel=0.05)  # and the error itself
+    assert result.adopted and result.best_config != VICTIM
+    chosen = next(f for f in result.finalists if f["config"] == result.best_config)
+    assert chosen["verified_on_second_inputs"] is True
+    assert_nothing_lost(db)
+
+
+FAST_RUNTIME = {"codegen": {"xla_cpu_opt_preset": "CPU_OPT_PRESET_FAST_RUNTIME"}}  # first in the sweep of OPTIONS
+
+
+@pytest.mark.parametrize("kind, text", [("nan", "NaN at 1 other positions"), ("inf", "Inf at other positions")])
+def test_nan_policy_same_positions_pass_others_are_rejected_and_never_selected(db, monkeypatch, kind, text):
+    """tiny_nan_max's reference has NaN in row 3 of its max and column 5 of its min: a
+    candidate must have NaN exactly there, and a non-finite value anywhere else fails it."""
+    # TEST-ONLY: the victim is the only build without a 2 ms slowdown, so it would win,
+    # but it puts a NaN (or Inf) where the reference is finite.
+    victim = config_id(FAST_RUNTIME)
+    monkeypatch.setenv("XTAT_FAULT", f"!{victim}:run:slow;{victim}:run:{kind}")
+    result = xtat.tune(tiny_nan_max(), db=db, budget=3, **CODEGEN)
+    rows = _rows(db)
+    bad = rows[config_key(FAST_RUNTIME)]
+    assert bad[1] == "wrong_result" and text in bad[2] and bad[3] is None
+    others = [r for k, r in rows.items() if k != config_key(FAST_RUNTIME)]
+    assert len(others) == 2 and all(r[1] == "ok" for r in others)  # NaN at the reference's positions: verified
+    assert not result.adopted and result.best_config != FAST_RUNTIME
+    assert_nothing_lost(db)
+
+
+# -- the tuner killed at several points, then resumed ------------------------------------------
+
+WINNER = VICTIM  # third in the sweep of OPTIONS
+KILL_BUDGET = 4
+# TEST-ONLY: every build but the winner is 2 ms slower per call, so "the same best" is not
+# left to timing noise between near-identical configs.
+CLEAR_WINNER = f"!{config_id(WINNER)}:run:slow"
+# Where the tuner is stopped: a fault that holds it there (a hang until its deadline, well
+# after the kill) and the config in flight at that moment (None: every trial has finished).
+KILL_POINTS = {
+    "default": ("default:run:hang", config_key({})),
+    "compile": (f"{config_id(WINNER)}:compile:hang", config_key(WINNER)),
+    "timing": (f"{config_id(WINNER)}:run:hang", config_key(WINNER)),
+    "finalisation": (f"{config_id(WINNER)}:verify:hang", None),  # the winner's re-verification
+}
+
+
+def _tune_command(db) -> list[str]:
+    return [*XTAT, "tune", tiny_target("tiny_mlp"), "--db", str(db), "--budget", str(KILL_BUDGET),
+            "--options", ",".join(OPTIONS), "--stages", "codegen", "--json"]
+
+
+def _tune_to_the_end(db) -> dict:
+    result = subprocess.run(_tune_command(db), capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "XTAT_FAULT": CLEAR_WINNER})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> dict:
+    """The result of the same tuning run, never interrupted."""
+    result = _tune_to_the_end(tmp_path_factory.mktemp("uninterrupted") / "xtat.db")
+    assert result["adopted"] and result["best_config"] == WINNER
+    return result
+
+
+def _reached(db, in_flight: str | None) -> bool:
+    try:
+        rows = _rows(db)
+        if in_flight is not None:
+            return rows.get(in_flight, (None, None))[1] == "running"
+        with sqlite3.connect(db) as con:
+            finalising = con.execute("SELECT count(*) FROM results").fetchone()[0] == 0
+        return finalising and len(rows) == KILL_BUDGET and all(r[1] != "running" for r in rows.values())
+    except sqlite3.OperationalError:  # not created yet, or locked for a moment
+        return False
+
+
+@pytest.mark.parametrize("point, sig", [
+    ("default", signal.SIGINT),
+    ("compile", signal.SIGKILL),
+    ("timing", signal.SIGINT),
+    ("finalisation", signal.SIGKILL),
+    pytest.param("default", signal.SIGKILL, marks=pytest.mark.slow),
+    pytest.param("compile", signal.SIGINT, marks=pytest.mark.slow),
+    pytest.param("timing", signal.SIGKILL, marks=pytest.mark.slow),
+    pytest.param("finalisation", signal.SIGINT, marks=pytest.mark.slow),
+])
+def test_tuner_killed_then_resumed_keeps_finished_rows_reruns_the_in_flight_one_and_finds_the_same_best(
+        db, uninterrupted, point, sig):
     workers = _workers()
-    args = [*XTAT, "tune", tiny_target("tiny_mlp"), "--db", str(db), "--budget", "8", "--options",
-            ",".join(OPTIONS + ("xla_cpu_use_xnnpack",)), "--stages", "codegen"]
-    tuner = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    fault, in_flight = KILL_POINTS[point]
+    tuner = subprocess.Popen(_tune_command(db), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "XTAT_FAULT": f"{CLEAR_WINNER};{fault}"})
     deadline = time.time() + 240
-    while time.time() < deadline:
+    while not _reached(db, in_flight):
+        assert tuner.poll() is None and time.time() < deadline, f"the tuner never reached {point}"
         time.sleep(0.2)
-        try:
-            if db.exists() and sum(r[1] != "running" for r in _rows(db).values()) >= 3:
-                break
-        except sqlite3.OperationalError:
-            continue
-    tuner.send_signal(signal.SIGINT)
+    time.sleep(3)  # past the compile before the timing, into the hang (its deadline is >= 30 s)
+    assert _reached(db, in_flight), f"the tuner moved on from {point} before the kill"
+    tuner.send_signal(sig)
     _, stderr = tuner.communicate(timeout=60)
-    assert tuner.returncode == 130 and "resume" in stderr
-    before = {k: r for k, r in _rows(db).items() if r[1] != "running"}
-    subprocess.run(args, check=True, capture_output=True, timeout=300)
-    assert len(_rows(db)) == 8
+    if sig == signal.SIGINT:
+        assert tuner.returncode == 130 and "resume" in stderr
+    else:
+        assert tuner.returncode == -signal.SIGKILL
+    rows = _rows(db)
+    before = {k: r for k, r in rows.items() if r[1] != "running"}
+    assert [k for k, r in rows.items() if r[1] == "running"] == ([in_flight] if in_flight else [])
+
+    resumed = _tune_to_the_end(db)
+    rows = _rows(db)
+    assert len(rows) == KILL_BUDGET
+    if in_flight is not None:  # measured again, under its old row
+        assert rows[in_flight][1] == "ok"
+    assert resumed["adopted"] and resumed["best_config"] == uninterrupted["best_config"]
     assert_nothing_lost(db, before, workers)
 
 
@@ -283,3 +442,15 @@ def test_impossibly_fast_candidates_are_rejected(db, monkeypatch):
     assert lazy and all(r[1] == "wrong_result" and "impossibly fast" in r[2] for r in lazy)
     assert not result.adopted
     assert_nothing_lost(db)
+
+
+@pytest.mark.parametrize("options, message", [
+    (("xla_no_such_option",), "xla_no_such_option"),
+    (("xla_cpu_enable_fast_min_max",), "allow-numerics-change"),
+])
+def test_malformed_options_are_refused_before_anything_runs_or_is_written(db, options, message):
+    workers = _workers()
+    with pytest.raises(UserError, match=message):
+        xtat.tune(tiny_mlp(), db=db, budget=3, options=options, stages=("codegen",), **FAST)
+    assert not db.exists()
+    assert _workers() == workers  # no worker was started

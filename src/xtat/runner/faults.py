@@ -3,15 +3,19 @@
 Enabled only by the environment variable XTAT_FAULT, so that tests can make
 a chosen candidate crash, hang or lie with real processes:
 
-    XTAT_FAULT="<config_id>:<phase>:<kind>[;...]"
+    XTAT_FAULT="<who>:<phase>:<kind>[;...]"
 
+who is a config_id; `*` matches every candidate except the default;
+`default` matches the default; `!<config_id>` matches every build, the
+default included, except that config (to make one config the clear winner).
 phase is `compile`, `run` or `verify` (the check on make_inputs(1)); kind is
-one of KINDS. `*` as config_id matches every candidate except the default,
-`default` matches the default. `slow` adds 2 ms to every call of the build
-(to make the others look faster); `wrong` perturbs its outputs by 1%;
-`flaky` perturbs them on every third check only (a config wrong ~30% of the
-time); `lazy` (phase run) returns its first outputs again without computing
-(a stale buffer, work optimised away).
+one of KINDS. `slow` adds 2 ms to every call of the build (to make the
+others look faster); `wrong` perturbs its outputs by 1%; `flaky` perturbs
+them on every third check only (a config wrong ~30% of the time); `nan` and
+`inf` put a NaN or +Inf into the first element of each floating output (a
+non-finite result where the reference may be finite); `lazy` (phase run)
+returns its first outputs again without computing (a stale buffer, work
+optimised away).
 Nothing in normal operation sets XTAT_FAULT.
 """
 
@@ -22,21 +26,29 @@ import os
 import signal
 import time
 
-KINDS = ("segfault", "abort", "hang", "hang_hard", "raise", "oom", "exit", "slow", "wrong", "flaky", "lazy")
+import numpy as np
+
+KINDS = ("segfault", "abort", "hang", "hang_hard", "raise", "oom", "exit", "slow", "wrong", "flaky", "nan", "inf",
+         "lazy")
 
 
 def _rules() -> list[tuple[str, str, str]]:
     spec = os.environ.get("XTAT_FAULT", "")
     rules = []
     for part in filter(None, spec.split(";")):
-        config_id, phase, kind = part.split(":")
-        rules.append((config_id, phase, kind))
+        who, phase, kind = part.split(":")
+        rules.append((who, phase, kind))
     return rules
 
 
+def _applies(who: str, config_id: str, is_default: bool) -> bool:
+    if who.startswith("!"):
+        return who[1:] != config_id
+    return who == config_id or (who == "*" and not is_default)
+
+
 def _matching(config_id: str, phase: str, is_default: bool) -> list[str]:
-    return [kind for rule_id, rule_phase, kind in _rules()
-            if rule_phase == phase and (rule_id == config_id or (rule_id == "*" and not is_default))]
+    return [kind for who, rule_phase, kind in _rules() if rule_phase == phase and _applies(who, config_id, is_default)]
 
 
 def slowdown_s(config_id: str) -> float:
@@ -47,9 +59,22 @@ def is_lazy(config_id: str) -> bool:
     return "lazy" in _matching(config_id, "run", config_id == "default")
 
 
-def corrupts(config_id: str, phase: str, check_number: int) -> bool:
+def corrupted(outputs: list[np.ndarray], config_id: str, phase: str, check_number: int) -> list[np.ndarray]:
+    """The outputs as a faulty build would return them at this check (unchanged without a fault)."""
     kinds = _matching(config_id, phase, config_id == "default")
-    return "wrong" in kinds or ("flaky" in kinds and check_number % 3 == 2)
+    floating = [np.issubdtype(o.dtype, np.inexact) and o.size > 0 for o in outputs]
+    if "wrong" in kinds or ("flaky" in kinds and check_number % 3 == 2):
+        return [o * 1.01 if f else o for o, f in zip(outputs, floating)]
+    for kind, value in (("nan", np.nan), ("inf", np.inf)):
+        if kind in kinds:
+            outputs = [_first_set(o, value) if f else o for o, f in zip(outputs, floating)]
+    return outputs
+
+
+def _first_set(array: np.ndarray, value: float) -> np.ndarray:
+    changed = array.copy()
+    changed.reshape(-1)[0] = value
+    return changed
 
 
 def inject(config_id: str, phase: str, is_default: bool) -> None:

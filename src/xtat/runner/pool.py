@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import select
@@ -29,6 +30,24 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_PARENT_VARIABLE = "XTAT_TUNER_PID"
+
+
+def die_with_parent() -> None:
+    """Called by a worker at start-up: on Linux the kernel kills it (SIGKILL) when the
+    tuner dies, even by SIGKILL while the worker is mid-compile or hung, so no
+    orphan outlives its tuner. Elsewhere a worker notices only at its next read
+    of the closed pipe. (Not in the parent's preexec_fn: forking a multithreaded
+    JAX process and running Python code before exec can deadlock.)"""
+    parent = os.environ.get(_PARENT_VARIABLE)
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != int(parent):  # the tuner died before the line above
+        os._exit(1)
+
+
 @dataclass(frozen=True)
 class WorkerEnv:
     """The process environment of a worker: what runtime decisions set."""
@@ -52,6 +71,7 @@ class WorkerProcess:
         base.pop("JAX_COMPILATION_CACHE_DIR", None)
         base["JAX_ENABLE_COMPILATION_CACHE"] = "false"
         base["PYTHONUNBUFFERED"] = "1"
+        base[_PARENT_VARIABLE] = str(os.getpid())
         self.process = subprocess.Popen(
             [sys.executable, "-m", "xtat.runner.worker"],
             stdin=subprocess.PIPE,
