@@ -9,12 +9,14 @@ Contract (what a strategy built on `SearchStrategy` gets and must provide):
   failed or was rejected. A subclass may use only `self.rng` (or a generator
   seeded from `seed`) for chance, so that a run is deterministic for a seed.
 - `ask()` returns the base config first, for every strategy, then the
-  subclass's proposals, canonicalised and never one asked before: a proposal
+  subclass's proposals, without the values of inactive conditional decisions,
+  canonicalised, and never one asked before: a proposal
   already measured is observed again from its recorded result at no cost (so
   a strategy that walks back to a known config moves on), and a proposal still
   awaiting its result is observed when that result is told. `ask()` returns
-  None when the strategy is done or proposes only known configs
-  `max_tries` times in a row.
+  None when the strategy is done, when every config of the space was asked
+  (`space_size`), or when it proposes only known configs `max_tries` times
+  in a row. `canonical` must give equal configs equal keys.
 - `tell(config, seconds, same_as_base)` records a result. The base keeps the
   incumbent (the fastest config with a measured time: a failed config never
   becomes one) and the no-op bookkeeping: the single-decision probes from the
@@ -32,12 +34,14 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from math import prod
 from typing import Callable, Iterator
 
 from xtat.space.space import Config, Decision, config_key, is_active, merge
 
 Canonical = Callable[[Config], Config]
 Searchable = Callable[[str, str], bool]
+MAX_PARENT_ASSIGNMENTS = 1 << 16  # beyond this, counting the space exactly would take too long
 
 
 def requirements(decision: Decision) -> Config:
@@ -93,6 +97,7 @@ class SearchStrategy:
         self.probes = self._probes()
         self._probe_of = {config_key(c): d for d, configs in self.probes for c in configs}
         self._probe_changed: dict[tuple[str, str], list[bool]] = {}
+        self.space_size = self._space_size()
 
     # -- to implement -------------------------------------------------------------------------
 
@@ -105,12 +110,15 @@ class SearchStrategy:
     # -- the ask/tell interface ---------------------------------------------------------------
 
     def ask(self) -> Config | None:
+        size, exact = self.space_size
+        if exact and len(self.results) + len(self._pending) >= size:
+            return None  # every config of the space was asked
         for _ in range(self.max_tries):
             proposal = self._first() if not self._asked_base else self._propose()
             self._asked_base = True
             if proposal is None:
                 return None
-            config = self.canonical(proposal)
+            config = self.normalize(proposal)
             key = config_key(config)
             if key in self.results:
                 self._observe(config, self.results[key])  # known: its result costs nothing
@@ -138,6 +146,27 @@ class SearchStrategy:
         overrides this)."""
         return self.base
 
+    def _space_size(self) -> tuple[int, bool]:
+        """The number of distinct configs of the searched decisions, and whether it is exact
+        (with very many parents of conditional decisions, a lower bound: the unconditional
+        decisions' product)."""
+        # Branch on the parents of conditional decisions only; multiply the others' value counts.
+        required = {(stage, id) for d in self.decisions for stage, id, _ in d.requires}
+        parents = [d for d in self.decisions if (d.stage, d.id) in required]
+        others = [d for d in self.decisions if (d.stage, d.id) not in required]
+        if prod(len(d.values) for d in parents) > MAX_PARENT_ASSIGNMENTS:
+            return prod(len(d.values) for d in self.decisions if not d.requires), False
+
+        def count(index: int, config: Config) -> int:
+            if index == len(parents):
+                return prod(len(d.values) for d in others if is_active(d, config))
+            parent = parents[index]
+            if not is_active(parent, config):
+                return count(index + 1, config)
+            return sum(count(index + 1, with_value(config, parent, value)) for value in parent.values)
+
+        return count(0, self.base), True
+
     # -- no-op probes -------------------------------------------------------------------------
 
     def _probes(self) -> list[tuple[Decision, list[Config]]]:
@@ -148,7 +177,8 @@ class SearchStrategy:
             configs = []
             for value in decision.values:
                 if value != decision.default:
-                    config = self.canonical(merge(self.base, requirements(decision), {decision.stage: {decision.id: value}}))
+                    single = {decision.stage: {decision.id: value}}
+                    config = self.normalize(merge(self.base, requirements(decision), single))
                     if config_key(config) != base_key:
                         configs.append(config)
             probes.append((decision, configs))
@@ -165,6 +195,19 @@ class SearchStrategy:
         return [f"{stage}.{id}" for stage, id in self.no_ops_keys()]
 
     # -- conditional-aware configs ------------------------------------------------------------
+
+    def normalize(self, config: Config) -> Config:
+        """The form in which a config is asked, deduplicated and stored."""
+        return self.canonical(self.drop_inactive(config))
+
+    def drop_inactive(self, config: Config) -> Config:
+        """The config without the values of conditional decisions it leaves inactive (a
+        mutation of a parent can leave a child's gene behind)."""
+        out = {stage: dict(values) for stage, values in config.items()}
+        for decision in parents_first(self.decisions + self.inactive):
+            if decision.requires and not is_active(decision, out):
+                out.get(decision.stage, {}).pop(decision.id, None)
+        return {stage: values for stage, values in out.items() if values}
 
     def active(self, config: Config | None = None) -> list[Decision]:
         """Searched decisions that are not no-ops, parents first; with a config, only those
@@ -202,11 +245,11 @@ class SearchStrategy:
                 yield with_value(config, decision, value)
 
     def crossover(self, first: Config, second: Config) -> Config:
-        """Uniform crossover: each decision's value from one parent or the other. A gene taken
-        for a conditional decision that the child's other genes leave inactive is dropped by
-        canonicalisation."""
+        """Uniform crossover: each decision's value from one parent or the other, parents first,
+        so a conditional gene is taken only when the child's genes so far make it active."""
         child = self.base
         for decision in self.decisions:
-            donor = first if self.rng.random() < 0.5 else second
-            child = with_value(child, decision, value_of(donor, decision))
+            if is_active(decision, child):
+                donor = first if self.rng.random() < 0.5 else second
+                child = with_value(child, decision, value_of(donor, decision))
         return child

@@ -4,8 +4,7 @@ A pass visits the active decisions in order (parents first); for each, every
 other value of it is measured from the incumbent (the fastest config so far),
 so the next decision starts from a config that moved whenever a value was
 faster. A pass that leaves the incumbent where it started ends the search:
-no single change improves it. Its first pass from the base config doubles as
-the no-op probe.
+no single change improves it.
 """
 
 from __future__ import annotations

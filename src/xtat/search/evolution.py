@@ -36,7 +36,7 @@ class RegularizedEvolution(SearchStrategy):
             return self.sample()
         parent = self._select()
         if self.rng.random() < self.crossover_rate:
-            parent = self.canonical(self.crossover(parent, self._select()))
+            parent = self.normalize(self.crossover(parent, self._select()))
         return self.mutate(parent)
 
     def _observe(self, config: Config, seconds: float | None) -> None:

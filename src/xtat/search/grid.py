@@ -8,7 +8,6 @@ a truncated grid would search one corner of the space.
 
 from __future__ import annotations
 
-from math import prod
 from typing import Iterator
 
 from xtat.errors import UserError
@@ -22,7 +21,7 @@ class GridSearch(SearchStrategy):
     def __init__(self, decisions: list[Decision], **options):
         super().__init__(decisions, **options)
         limit = GRID_LIMIT if self.budget is None else min(self.budget, GRID_LIMIT)
-        size, exact = self.size(limit)
+        size, exact = self.space_size
         if size > limit:
             stages = ", ".join(sorted({d.stage for d in self.decisions}))
             bound = "the budget" if self.budget is not None and self.budget < GRID_LIMIT else "the grid limit"
@@ -32,29 +31,6 @@ class GridSearch(SearchStrategy):
                 "use --strategy evolution, tpe or random, or narrow the space with --options or --stages"
             )
         self._grid = self._enumerate(0, self.base)
-
-    def size(self, limit: int) -> tuple[int, bool]:
-        """The number of configs in the active space, and whether it is exact: past `limit`,
-        it may be a lower bound."""
-        # The unconditional decisions alone bound it from below without enumerating.
-        lower = prod(len(d.values) for d in self.decisions if not d.requires)
-        if lower > limit:
-            return lower, False
-        # Few decisions can be parents when that product is this small: branch on the
-        # parents, multiply the other decisions' value counts.
-        required = {(stage, id) for d in self.decisions for stage, id, _ in d.requires}
-        parents = [d for d in self.decisions if (d.stage, d.id) in required]
-        others = [d for d in self.decisions if (d.stage, d.id) not in required]
-
-        def count(index: int, config: Config) -> int:
-            if index == len(parents):
-                return prod(len(d.values) for d in others if is_active(d, config))
-            parent = parents[index]
-            if not is_active(parent, config):
-                return count(index + 1, config)
-            return sum(count(index + 1, with_value(config, parent, value)) for value in parent.values)
-
-        return count(0, self.base), True
 
     def _enumerate(self, index: int, config: Config) -> Iterator[Config]:
         if index == len(self.decisions):

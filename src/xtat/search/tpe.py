@@ -20,6 +20,9 @@ from xtat.space.space import Config, Decision, config_key, is_active
 
 class TreeParzen(SearchStrategy):
     def __init__(self, decisions: list[Decision], **options):
+        # Each proposal of a known config is an Optuna trial, and a trial costs more the more
+        # trials the study holds: give up on a converged study sooner than the default.
+        options.setdefault("max_tries", 100)
         super().__init__(decisions, **options)
         import optuna  # about a second to import: paid only by runs that choose this strategy
 
@@ -52,7 +55,7 @@ class TreeParzen(SearchStrategy):
                 if is_active(decision, config):
                     value = trial.suggest_categorical(self._name(decision), list(decision.values))
                     config = with_value(config, decision, value)
-        self._trials.setdefault(config_key(self.canonical(config)), deque()).append(trial)
+        self._trials.setdefault(config_key(self.normalize(config)), deque()).append(trial)
         return config
 
     def _observe(self, config: Config, seconds: float | None) -> None:

@@ -1,0 +1,238 @@
+"""Search strategies: a synthetic space with a known optimum driven by a FakeBuilder
+(a function from config to seconds, no compiling), and each strategy end to end on a
+real tiny workload."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+
+import pytest
+
+import xtat
+from tiny import FAST, tiny_mlp
+from xtat.errors import UserError
+from xtat.search import STRATEGIES, make_strategy
+from xtat.search.base import SearchStrategy
+from xtat.space.space import Config, Decision, Space, config_key
+
+A = Decision("codegen", "a", (0, 1, 2, 3), 0)
+B = Decision("codegen", "b", (0, 1, 2, 3), 0)
+C = Decision("codegen", "c", (False, True), False)
+D = Decision("codegen", "d", ("x", "y", "z"), "x")
+E = Decision("codegen", "e", (0, 1, 2, 3), 0)
+P = Decision("passes", "p", (False, True), False)
+Q = Decision("program", "q", (0, 1, 2, 3), 0, requires=(("passes", "p", True),))  # active only with p
+DECISIONS = [A, B, C, D, E, P, Q]
+SPACE = Space(tuple(DECISIONS))
+
+
+def _value(config: Config, decision: Decision) -> object:
+    return config.get(decision.stage, {}).get(decision.id, decision.default)
+
+
+def fake_builder(config: Config) -> float | None:
+    """FakeBuilder: seconds of a config, None when it fails to compile (e = 3).
+
+    Mostly separable, with an interaction (c helps only together with d = "y") and a
+    conditional decision q that only counts when p is on.
+    """
+    if _value(config, E) == 3:
+        return None
+    seconds = [1.0, 0.9, 0.8, 0.95][_value(config, A)] * [1.0, 0.95, 1.05, 0.85][_value(config, B)]
+    seconds *= {"x": 1.0, "y": 0.97, "z": 1.02}[_value(config, D)]
+    if _value(config, C):
+        seconds *= 0.9 if _value(config, D) == "y" else 1.1
+    seconds *= [1.0, 0.98, 0.96][_value(config, E)]
+    if _value(config, P):
+        seconds *= 0.99 * [1.0, 0.92, 0.82, 0.88][_value(config, Q)]
+    return seconds
+
+
+def _all_configs(decisions: list[Decision]) -> list[Config]:
+    """Every distinct config of the space, enumerated independently of the strategies."""
+    unconditional = [d for d in decisions if not d.requires]
+    configs = {}
+    for values in itertools.product(*(d.values for d in unconditional)):
+        config: Config = {}
+        for decision, value in zip(unconditional, values):
+            config.setdefault(decision.stage, {})[decision.id] = value
+        children = [d for d in decisions if d.requires and _value(config, P)]
+        for child_values in itertools.product(*(d.values for d in children)):
+            full = {stage: dict(ids) for stage, ids in config.items()}
+            for decision, value in zip(children, child_values):
+                full.setdefault(decision.stage, {})[decision.id] = value
+            canonical = SPACE.canonical(full)
+            configs[config_key(canonical)] = canonical
+    return list(configs.values())
+
+
+ALL = _all_configs(DECISIONS)
+OPTIMUM = min(s for s in map(fake_builder, ALL) if s is not None)
+NEAR_OPTIMUM = [c for c in ALL if (s := fake_builder(c)) is not None and s <= 1.05 * OPTIMUM]
+
+
+def _strategy(name: str, seed: int = 0, budget: int | None = None, decisions: list[Decision] = DECISIONS,
+              base: Config | None = None, canonical=None) -> SearchStrategy:
+    return make_strategy(name, decisions, seed=seed, base=base or {}, canonical=canonical or Space(tuple(decisions)).canonical,
+                         searchable=lambda stage, id: True, budget=budget)
+
+
+def _drive(strategy: SearchStrategy, budget: int, builder=fake_builder) -> list[tuple[Config, float | None]]:
+    """Ask and tell until the budget is spent or the strategy is done; the (config, seconds) asked."""
+    history = []
+    while len(history) < budget and (config := strategy.ask()) is not None:
+        seconds = builder(config)
+        strategy.tell(config, seconds)
+        history.append((config, seconds))
+    return history
+
+
+def _trials_to_near_optimum(history: list[tuple[Config, float | None]]) -> int | None:
+    return next((i + 1 for i, (_, s) in enumerate(history) if s is not None and s <= 1.05 * OPTIMUM), None)
+
+
+def test_the_synthetic_space_is_what_the_tests_assume():
+    assert len(ALL) == 4 * 4 * 2 * 3 * 4 * (1 + 4)
+    assert OPTIMUM == pytest.approx(0.8 * 0.85 * 0.97 * 0.9 * 0.96 * 0.99 * 0.82)
+    # Random search needs len(ALL) / len(NEAR_OPTIMUM) trials on average to get within 5%.
+    assert len(ALL) / len(NEAR_OPTIMUM) == 640
+
+
+# Budgets for seed 0: each is well under a tenth of random search's expected 640 trials.
+@pytest.mark.parametrize("name, budget", [("coordinate", 40), ("anneal", 60), ("evolution", 40), ("tpe", 60)])
+def test_strategy_reaches_the_optimum_far_sooner_than_random(name, budget):
+    history = _drive(_strategy(name, budget=budget), budget)
+    reached = _trials_to_near_optimum(history)
+    assert reached is not None and reached <= budget, (name, min(s for _, s in history if s is not None))
+    assert history[0][0] == {}  # the base config first
+    assert _trials_to_near_optimum(_drive(_strategy("random", budget=budget), budget)) is None
+    assert budget * 10 < len(ALL) / len(NEAR_OPTIMUM)
+
+
+def test_coordinate_descent_stops_at_a_local_optimum_it_has_verified():
+    history = _drive(_strategy("coordinate"), 1000)
+    best = min(s for _, s in history if s is not None)
+    assert best == OPTIMUM  # this space has no local optimum for one-at-a-time moves
+    assert len(history) < 60  # it stopped: a full pass from the optimum moved nothing
+
+
+def test_grid_enumerates_every_distinct_config_once_and_finds_the_optimum():
+    small = [A, C, D, P, Q]
+    grid = _strategy("grid", decisions=small, budget=200)
+    assert grid.space_size == (4 * 2 * 3 * (1 + 4), True)
+    history = _drive(grid, 1000)
+    keys = [config_key(c) for c, _ in history]
+    assert sorted(keys) == sorted(config_key(c) for c in _all_configs(small))
+    assert min(s for _, s in history if s is not None) == min(s for c in _all_configs(small)
+                                                               if (s := fake_builder(c)) is not None)
+
+
+def test_grid_refuses_a_space_larger_than_the_budget_or_the_limit():
+    with pytest.raises(UserError, match=r"has 1920 configs, more than the budget of 100; use --strategy"):
+        _strategy("grid", budget=100)
+    wide = [Decision("codegen", f"o{i}", (0, 1, 2), 0) for i in range(10)]
+    with pytest.raises(UserError, match=r"has 59049 configs, more than the grid limit of 4096"):
+        _strategy("grid", decisions=wide)
+    # Parents of 20 conditional decisions: counted from below, not enumerated.
+    parents = [Decision("passes", f"p{i}", (False, True), False) for i in range(20)]
+    children = [Decision("program", f"c{i}", (0, 1), 0, requires=(("passes", f"p{i}", True),)) for i in range(20)]
+    with pytest.raises(UserError, match=r"has at least 1048576 configs"):
+        _strategy("grid", decisions=parents + children, budget=10_000)
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_conditional_genes_are_never_set_while_inactive(name):
+    # Without canonicalisation, so that what the strategy itself proposes is checked.
+    history = _drive(_strategy(name, budget=2000, canonical=lambda config: config), 60)
+    assert len(history) >= 20
+    assert all("q" not in c.get("program", {}) or c.get("passes", {}).get("p") is True for c, _ in history)
+    assert any("q" in c.get("program", {}) for c, _ in history)  # the conditional decision was searched
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_a_resumed_search_continues_the_same_search(name):
+    budget = 30
+    uninterrupted = [c for c, _ in _drive(_strategy(name, budget=2000), budget)]
+    # The first run stops after 12 trials; the resumed run re-asks, is told the recorded
+    # results back (as the tuner does from the store), and measures only what is new.
+    recorded = {config_key(c): s for c, s in _drive(_strategy(name, budget=2000), 12)}
+    resumed, asked = _strategy(name, budget=2000), []
+    while len(asked) < budget and (config := resumed.ask()) is not None:
+        key = config_key(config)
+        resumed.tell(config, recorded[key] if key in recorded else fake_builder(config))
+        asked.append(config)
+    assert asked == uninterrupted
+    assert [config_key(c) for c in asked[:12]] == list(recorded)
+    if name not in ("grid", "coordinate"):  # chance plays a part: another seed searches elsewhere
+        assert [c for c, _ in _drive(_strategy(name, seed=1, budget=2000), budget)] != uninterrupted
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_failed_configs_never_become_the_incumbent(name):
+    strategy = _strategy(name, budget=2000)
+    failed = []
+    for config, seconds in _drive(strategy, 80):
+        if seconds is None:
+            failed.append(config)
+        assert strategy.incumbent is not None and strategy.incumbent[0] not in failed
+    assert failed  # the FakeBuilder's failing configs were asked, and told as failures
+    told = [s for s in strategy.results.values() if s is not None]
+    assert strategy.incumbent[1] == min(told)
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_a_later_stage_searches_around_the_frozen_earlier_stage(name):
+    # Stage formulation: the first stage's best is frozen into the base of the second.
+    # As in the tuner, configs are canonicalised by the space of every stage so far.
+    first = _strategy(name, decisions=[P], budget=40, canonical=SPACE.canonical)
+    _drive(first, 4)
+    frozen = first.incumbent[0]
+    assert frozen == {"passes": {"p": True}}
+    second = _strategy(name, decisions=[A, Q], base=frozen, budget=40, canonical=SPACE.canonical)
+    history = _drive(second, 40)
+    assert history[0][0] == frozen
+    assert all(c.get("passes") == {"p": True} for c, _ in history)
+    assert {c.get("program", {}).get("q", 0) for c, _ in history} == {0, 1, 2, 3}
+    # A conditional decision whose parent is not searchable in this stage is reported, not searched.
+    later = make_strategy(name, [A, Q], seed=0, base={}, canonical=SPACE.canonical, budget=40,
+                          searchable=lambda stage, id: stage != "passes")
+    assert later.inactive == [Q]
+    assert all("program" not in c for c, _ in _drive(later, 8))
+
+
+def test_no_op_decisions_are_reported_and_left_out():
+    strategy = _strategy("sweep", budget=100)
+    for _ in range(60):
+        config = strategy.ask()
+        # b never changes the executable: each probe of it (b alone changed) gives the base's.
+        same = config != {} and set(config) == {"codegen"} and set(config["codegen"]) == {"b"}
+        strategy.tell(config, fake_builder(config), same_as_base=same)
+    assert strategy.no_ops == ["codegen.b"]
+    assert B not in strategy.active()
+    later = [strategy.ask() for _ in range(20)]
+    assert all("b" not in config.get("codegen", {}) for config in later)  # left out of the random phase
+
+
+def test_an_unknown_strategy_is_refused_with_the_names():
+    with pytest.raises(UserError, match="--strategy 'nope': choose one of sweep, random, grid"):
+        _strategy("nope")
+
+
+# -- real XLA ---------------------------------------------------------------------------------
+
+OPTIONS = ("xla_cpu_opt_preset", "xla_llvm_disable_expensive_passes", "xla_cpu_prefer_vector_width")
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_strategy_tunes_a_real_workload(db, name):
+    # grid must cover its space within the budget: two binary options (4 configs)
+    options = OPTIONS[:2] if name == "grid" else OPTIONS
+    result = xtat.tune(tiny_mlp(), db=db, budget=4, options=options, stages=("codegen",), strategy=name, **FAST)
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT config_key, status FROM trials ORDER BY id").fetchall()
+    assert len(rows) == 4 and rows[0][0] == "{}"
+    assert len({key for key, _ in rows}) == 4  # no config measured twice
+    assert all(status in ("ok", "duplicate", "wrong_result", "compile_error") for _, status in rows)
+    assert [event.config for event in result.history][0] == {}
+    assert sum(result.trials.values()) == 4
