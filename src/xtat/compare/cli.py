@@ -99,8 +99,9 @@ def compare(
         console.print(f"report: {files.markdown} and {files.html}")
     console.print(f"{len(runs)} runs in {plan.db_dir}  wall {wall_s:.1f} s")
     if as_json:
-        document = {"budget": budget, "seeds": seeds, "strategies": list(plan.strategies), "wall_s": wall_s,
-                    "db": str(plan.db_dir), "analysis": asdict(analysis), "runs": [asdict(r) for r in runs]}
+        document = {"targets": list(plan.targets), "strategies": list(plan.strategies), "budget": budget,
+                    "seeds": seeds, "stages": list(plan.stages), "wall_s": wall_s, "db": str(plan.db_dir),
+                    "analysis": asdict(analysis), "runs": [asdict(r) for r in runs]}
         sys.stdout.write(json.dumps(document) + "\n")  # one line, last
 
 
