@@ -51,7 +51,7 @@ class CampaignPlan:
         if not self.targets:
             raise UserError("name at least one TARGET to compare on")
         if not self.strategies:
-            raise UserError("--strategies is empty: name two or more of " + ", ".join(available_strategies()))
+            raise UserError("--strategies is empty: name one or more of " + ", ".join(available_strategies()))
         available = available_strategies()
         unknown = [s for s in self.strategies if s not in available]
         if unknown:
