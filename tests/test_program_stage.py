@@ -290,6 +290,26 @@ def test_barriers_ranked_and_capped():
         discover(fn, (X,), max_barriers=-1)
 
 
+def test_edges_into_data_reusing_consumers_rank_first_and_keep_results():
+    table, ids = _rand((64,), 6), jnp.asarray(np.arange(200) % 64, jnp.int32)
+
+    def fn(table, ids):
+        acc = table
+        for k in range(6):
+            acc = acc * table + 0.1 * k
+        return jnp.take(acc, ids) + acc[ids[::-1]]  # gather inside jnp.take's jit, and a direct one
+
+    [first, second] = [d.id for d in discover(fn, (table, ids), max_barriers=2)]
+    assert ">jit:f32[64]" in first and ">gather:f32[64]" in second  # the 6 mul/add edges rank after
+    assert not any(":i32[" in d.id for d in discover(fn, (table, ids), max_barriers=100)
+                   if d.id.startswith("barrier@") and "gather" in d.id)  # never the indices edge
+    fenced = rewrite(fn, {first: True, second: True})
+    compiled = jax.jit(fenced).lower(table, ids).compile(
+        compiler_options={"xla_disable_hlo_passes": "cse_barrier_expander"})
+    assert "opt-barrier" in compiled.as_text()  # (CSE merges the two fences of one value)
+    _assert_same(fn(table, ids), compiled(table, ids), rtol=1e-6)
+
+
 def _hlo_ops(text: str) -> str:
     """Optimized HLO without metadata (which names call sites and so differs per caller)."""
     body = text[text.index("\n%") :] if "\n%" in text else text

@@ -62,6 +62,11 @@ ELEMENTWISE = frozenset(
 BROADCAST = frozenset({"broadcast_in_dim"})
 REDUCE = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or"})
 FUSIBLE = ELEMENTWISE | BROADCAST | REDUCE
+# Consumers that XLA fuses their producers into although they read an operand
+# element many times (or not at all): every read recomputes the fused producer.
+# A barrier in front of them makes XLA materialise the operand once, so their
+# edges are ranked before all others.
+REUSING = frozenset({"gather", "dynamic_slice"})
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,7 @@ class Point:
     default: object
     producer: int = -1  # barriers only
     size: int = 0  # barriers only: bytes of the edge, to rank them
+    reusing: bool = False  # barriers only: the consumer reads operand elements many times
 
 
 def short_aval(aval: Any) -> str:
@@ -154,11 +160,25 @@ def level_points(jaxpr: core.Jaxpr, prefix: str) -> list[Point]:
             point = _dot_point(eqn, loc, i)
             if point is not None:
                 points.append(point)
+        reusing = reusing_operands(eqn)
+        if name in FUSIBLE or reusing:
+            points.extend(_barrier_points(eqn, i, prefix, producers, jaxpr, reusing, every=name in FUSIBLE))
         if name in FUSIBLE:
-            points.extend(_barrier_points(eqn, i, prefix, producers, jaxpr))
             if len(eqn.outvars) == 1 and not isinstance(eqn.outvars[0], core.DropVar):
                 producers[eqn.outvars[0]] = i
     return points
+
+
+def reusing_operands(eqn: core.JaxprEqn) -> set[int]:
+    """Operand positions that a data-reusing op reads (its data operand, not its indices),
+    directly or as an argument a `jit` call passes straight to one (`jnp.take` is such a call)."""
+    if eqn.primitive.name in REUSING:
+        return {0}
+    if eqn.primitive.name not in ("jit", "pjit") or "jaxpr" not in eqn.params:
+        return set()
+    inner = eqn.params["jaxpr"].jaxpr
+    data = {e.invars[0] for e in inner.eqns if e.primitive.name in REUSING and e.invars}
+    return {k for k, var in enumerate(inner.invars) if var in data}
 
 
 def _scan_point(eqn: core.JaxprEqn, loc: str, i: int) -> Point | None:
@@ -202,11 +222,13 @@ def _dot_point(eqn: core.JaxprEqn, loc: str, i: int) -> Point | None:
 
 
 def _barrier_points(
-    eqn: core.JaxprEqn, c: int, prefix: str, producers: dict[core.Var, int], jaxpr: core.Jaxpr
+    eqn: core.JaxprEqn, c: int, prefix: str, producers: dict[core.Var, int], jaxpr: core.Jaxpr,
+    reusing: set[int], every: bool,
 ) -> Iterator[Point]:
+    """Edges into consumer `c`: every operand of a fusible consumer, else only its reusing ones."""
     seen: set[core.Var] = set()
-    for var in eqn.invars:
-        if isinstance(var, core.Literal) or var in seen:
+    for k, var in enumerate(eqn.invars):
+        if isinstance(var, core.Literal) or var in seen or not (every or k in reusing):
             continue
         seen.add(var)
         p = producers.get(var)
@@ -228,4 +250,5 @@ def _barrier_points(
             False,
             producer=p,
             size=size,
+            reusing=k in reusing,
         )

@@ -68,8 +68,9 @@ def discover(
     """Decision points of fn traced at these args (stage="program").
 
     Order: knobs (in the order the code first reads them), then scans,
-    layouts and fusion barriers in program order. Barrier edges are ranked by
-    the bytes that cross them and only the `max_barriers` largest are kept.
+    layouts and fusion barriers in program order. Barrier edges are ranked
+    (edges into data-reusing consumers such as gather first, then by the bytes
+    that cross them) and only the `max_barriers` first are kept.
 
     `knobs` ({name: value}) traces the program those knob values produce, for
     a staged search that freezes knobs before tuning the rest; by default the
@@ -87,8 +88,9 @@ def discover(
     check_program(traced.jaxpr.jaxpr)
     decisions = [Decision(STAGE, k.decision_id, k.choices, k.default) for k in traced.knobs]
     points = list(walk_points(traced.jaxpr.jaxpr))
-    # sorted() is stable, so equal sizes keep program order.
-    barriers = sorted((p for p in points if p.kind == pts.BARRIER), key=lambda p: -p.size)[:max_barriers]
+    # Edges into data-reusing consumers first, then by size; sorted() is stable, so ties keep program order.
+    barriers = sorted((p for p in points if p.kind == pts.BARRIER),
+                      key=lambda p: (not p.reusing, -p.size))[:max_barriers]
     kept = {p.id for p in barriers}
     decisions += [
         Decision(STAGE, p.id, p.values, p.default) for p in points if p.kind != pts.BARRIER or p.id in kept
