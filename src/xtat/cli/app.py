@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
@@ -50,6 +51,8 @@ def tune(
     stages: str = typer.Option(",".join(STAGE_ORDER), help="Stages whose decisions are searched."),
     formulation: str = typer.Option("joint", help="joint | staged | alternating."),
     strategy: str = typer.Option("sweep", help=f"Search strategy: {' | '.join(STRATEGIES)}."),
+    objectives: str = typer.Option("time", help="time[,compile][,memory]: adoption stays on run time; with more, "
+                                   "the Pareto front over them is shown."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
@@ -64,7 +67,8 @@ def tune(
                                 rtol=rtol, atol=atol,
                                 options=tuple(o.strip() for o in options.split(",") if o.strip()) if options else None,
                                 stages=tuple(s.strip() for s in stages.split(",") if s.strip()),
-                                formulation=formulation, strategy=strategy)
+                                formulation=formulation, strategy=strategy,
+                                objectives=tuple(o.strip() for o in objectives.split(",") if o.strip()))
     except UserError as exc:
         _fail(str(exc))
     failures = 0
@@ -102,6 +106,15 @@ def tune(
         console.print(f"config {json.dumps(result.best_config)}")
     if result.no_ops:
         console.print(f"no-op decisions (never changed the executable): {', '.join(result.no_ops)}")
+    if result.pareto:
+        front = Table(title=f"Pareto front over {', '.join(settings.objectives)} (ok trials)")
+        for column in ("trial", "median ms", "compile s", "peak bytes", "config"):
+            front.add_column(column)
+        for point in result.pareto:
+            front.add_row(str(point["trial"]), f"{point['median_ms']:.3f}" + (" (raced)" if point["raced"] else ""),
+                          f"{point['compile_s']:.2f}", "-" if point["peak_bytes"] is None else str(point["peak_bytes"]),
+                          json.dumps(point["config"]))
+        console.print(front)
     for note in result.notes:
         console.print(f"note: {note}")
     if as_json:
@@ -299,6 +312,32 @@ app.command()(compare)
 from xtat.bench.cli import bench  # noqa: E402  (imports nothing heavy until it runs)
 
 app.command()(bench)
+
+
+@app.command("model-report")
+def model_report(db: Optional[Path] = DbOption,
+                 holdout: float = typer.Option(0.3, help="Fraction of the timed trials held out for ranking."),
+                 seed: int = typer.Option(0, help="Seed of the split and the model."),
+                 as_json: bool = typer.Option(False, "--json")) -> None:
+    """Ranking quality of the learned cost model on this store: Kendall tau on held-out trials."""
+    from xtat.model.cost_model import examples, ranking_report
+
+    store = _open(db)
+    feature_sets = [("decisions",), ("decisions", "workload"), ("decisions", "workload", "compiled")]
+    try:
+        reports = [ranking_report(examples(store, sets), sets, holdout, seed) for sets in feature_sets]
+    except UserError as exc:
+        _fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps([asdict(r) for r in reports]) + "\n")
+        return
+    table = Table(title=f"cost model on {store.path}: {reports[0].workloads} workload(s)")
+    for column in ("features", "train", "held out", "Kendall tau", "p", "tau per workload"):
+        table.add_column(column)
+    for r in reports:
+        table.add_row("+".join(r.feature_sets), str(r.train), str(r.test), f"{r.kendall_tau:.3f}",
+                      f"{r.p_value:.2g}", ", ".join(f"{k} {v:.2f}" for k, v in r.per_workload.items()) or "-")
+    out.print(table)
 
 
 def main() -> None:

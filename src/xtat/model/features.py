@@ -8,12 +8,18 @@ sources, each optional because backends differ in what they report:
 - `compiled.memory_analysis()`: argument / output / temp / peak bytes;
 - the optimized HLO text: op counts by opcode, fusions by kind, number of
   computations, while loops.
+
+It also turns configs and recorded metrics into the name-keyed feature dicts
+the cost model (`model.cost_model`) trains on. No jax import here: the tuner
+process uses the feature functions too.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+
+import numpy as np
 
 # Per-operand and per-output entries ("bytes accessed0{}", "utilization1{}") vary in number
 # between programs and say little on their own; the totals are kept.
@@ -83,3 +89,36 @@ def hlo_features(text: str) -> dict:
 def peak_bytes(metrics: dict | None) -> int | None:
     """The peak memory of a trial's executable, when its backend reported one."""
     return ((metrics or {}).get("memory") or {}).get("peak_memory_in_bytes")
+
+
+# -- feature vectors for the cost model ------------------------------------------------------
+# Name-keyed dicts (vectorised by the model), so that rows from different workloads and spaces
+# share the columns they have in common: an XLA option means the same thing in every workload.
+
+def decision_features(config: dict) -> dict[str, float]:
+    """One-hot of the config's non-default decision values (`stage.id=value`); absent means default."""
+    return {f"decision:{stage}.{id}={value}": 1.0 for stage, values in config.items() for id, value in values.items()}
+
+
+def _numbers(metrics: dict | None) -> dict[str, float]:
+    """Every number in a trial's compile metrics, flattened to `source.name` keys."""
+    out: dict[str, float] = {}
+    for source in ("cost", "memory", "hlo"):
+        for name, value in ((metrics or {}).get(source) or {}).items():
+            if isinstance(value, dict):
+                out.update({f"{source}.{name}.{k}": float(v) for k, v in value.items()})
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[f"{source}.{name}"] = float(value)
+    return out
+
+
+def workload_features(default_metrics: dict | None) -> dict[str, float]:
+    """What the workload is, from its default build: log sizes, so workloads of any scale compare."""
+    return {f"workload:{k}": float(np.log1p(v)) for k, v in _numbers(default_metrics).items()}
+
+
+def compiled_features(metrics: dict | None, default_metrics: dict | None) -> dict[str, float]:
+    """How the candidate's executable differs from the default's: log ratios of every count and size."""
+    mine, base = _numbers(metrics), _numbers(default_metrics)
+    return {f"compiled:{k}": float(np.log1p(mine.get(k, 0.0)) - np.log1p(base.get(k, 0.0)))
+            for k in sorted(mine.keys() | base.keys())}

@@ -14,7 +14,9 @@ from xtat.search.anneal import SimulatedAnnealing
 from xtat.search.base import SearchStrategy
 from xtat.search.coordinate import CoordinateDescent
 from xtat.search.evolution import RegularizedEvolution
+from xtat.search.gp import GPSearch
 from xtat.search.grid import GridSearch
+from xtat.search.model import ModelSearch
 from xtat.search.random_search import RandomSearch
 from xtat.search.sweep import SweepThenRandom
 from xtat.search.tpe import TreeParzen
@@ -28,6 +30,8 @@ STRATEGY_CLASSES: dict[str, type[SearchStrategy]] = {
     "anneal": SimulatedAnnealing,
     "evolution": RegularizedEvolution,
     "tpe": TreeParzen,
+    "model": ModelSearch,
+    "gp": GPSearch,
 }
 STRATEGIES = tuple(STRATEGY_CLASSES)
 

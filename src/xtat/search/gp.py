@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from xtat.search.base import value_of
 from xtat.search.surrogate import SurrogateSearch
@@ -31,16 +32,18 @@ class ExpectedImprovement:
 
         # The white-noise term is the timing noise; normalize_y centres log times per fit.
         kernel = ConstantKernel(1.0) * Matern(length_scale=1.0, nu=2.5) + WhiteKernel(1e-3)
-        self.gp = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=2, random_state=self.seed)
-        with warnings.catch_warnings():  # a bound reached on tens of points is expected, not a fault
-            warnings.simplefilter("ignore", ConvergenceWarning)
+        self.gp = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=1, random_state=self.seed)
+        # One BLAS thread: the matrices are tens of rows (see model.cost_model on threads).
+        with warnings.catch_warnings(), threadpool_limits(1):
+            warnings.simplefilter("ignore", ConvergenceWarning)  # a bound reached on few points is expected
             self.gp.fit(self._encode(configs), log_times)
 
     def score(self, configs: list[Config], best_log_time: float) -> np.ndarray:
         from scipy.stats import norm
 
         assert self.gp is not None, "score() before fit()"
-        mean, std = self.gp.predict(self._encode(configs), return_std=True)
+        with threadpool_limits(1):
+            mean, std = self.gp.predict(self._encode(configs), return_std=True)
         std = np.maximum(std, 1e-12)
         improvement = best_log_time - mean - self.xi
         z = improvement / std

@@ -77,7 +77,7 @@ class SurrogateSearch(SearchStrategy):
                     config = self.mutate(config)
             else:
                 config = self.sample(keep_base=0.5)
-            config = self.canonical(config)
+            config = self.normalize(config)
             key = config_key(config)
             if key not in seen:
                 pool.setdefault(key, config)

@@ -1,0 +1,232 @@
+"""Compile-time features, the learned cost model, the `model` and `gp` strategies, racing,
+the compile cache and the Pareto front."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import jax
+import numpy as np
+import pytest
+
+import xtat
+from xtat.errors import UserError
+from tiny import FAST, mlp, tiny_mlp
+from xtat.model.cost_model import examples, ranking_report
+from xtat.model.features import compile_metrics, decision_features
+from xtat.model.objectives import pareto_front, pareto_indices
+from xtat.runner.session import DEFAULT_ID, Session
+from xtat.search.gp import GPSearch
+from xtat.search.model import ModelSearch
+from xtat.search.random_search import RandomSearch
+from xtat.space.space import Decision, Space, config_key
+from xtat.stages.base import Candidate
+from xtat.store.sqlite import Store, Trial
+from xtat.tuner import TuneSettings, _finalize
+from xtat.workload import capture
+
+OPTIONS = ("xla_cpu_opt_preset", "xla_backend_optimization_level", "xla_cpu_prefer_vector_width")
+
+
+# -- features from a real compile -------------------------------------------------------------
+
+def test_compile_metrics_of_a_real_tiny_compile():
+    w, x = tiny_mlp().args
+    metrics = compile_metrics(jax.jit(mlp).lower(w, x).compile())
+    # Three 32x64 @ 64x64 matmuls: 2*32*64*64 flops each at least.
+    assert metrics["cost"]["flops"] >= 3 * 2 * 32 * 64 * 64
+    assert metrics["cost"]["bytes accessed"] > 0
+    assert metrics["memory"]["argument_size_in_bytes"] == (64 * 64 + 32 * 64) * 4
+    assert metrics["memory"]["peak_memory_in_bytes"] > 0
+    hlo = metrics["hlo"]
+    assert hlo["ops"]["dot"] == 3 and hlo["ops"]["tanh"] == 3
+    assert hlo["fusions"] == sum(hlo["fusion_kinds"].values()) > 0
+    assert hlo["loops"] == 0 and hlo["computations"] > hlo["fusions"]
+
+
+# -- the cost model on a synthetic store (FakeBuilder) -----------------------------------------
+
+DECISIONS = [Decision("codegen", f"d{i}", (0, 1, 2, 3), 0) for i in range(6)]
+SPACE = Space(tuple(DECISIONS))
+WEIGHTS = np.random.default_rng(7).uniform(0.0, 0.3, size=(6, 4))
+
+
+def known_seconds(config: dict) -> float:
+    """A known cost function of the synthetic space: additive, one interaction, one optimum."""
+    values = [config.get("codegen", {}).get(d.id, 0) for d in DECISIONS]
+    return 1.0 + sum(WEIGHTS[i][v] for i, v in enumerate(values)) + (0.2 if values[0] == values[1] else 0.0)
+
+
+OPTIMUM = min(known_seconds({"codegen": {f"d{i}": (k >> (2 * i)) & 3 for i in range(6)}}) for k in range(4 ** 6))
+
+
+class FakeBuilder:
+    """TEST-ONLY: stands in for compile + time on the synthetic space. Its HLO features
+    follow the decisions (d0 sets the fusion count) and its times follow `known_seconds`."""
+
+    def metrics(self, config: dict) -> dict:
+        d0 = config.get("codegen", {}).get("d0", 0)
+        return {"cost": {"flops": 1e6}, "memory": {"peak_memory_in_bytes": 4096 * (1 + d0)},
+                "hlo": {"fusions": 4 + d0, "ops": {"dot": 3}}}
+
+
+def synthetic_store(path, configs: list[dict]) -> Store:
+    store = Store.open(path)
+    builder = FakeBuilder()
+    workload = store.upsert_workload("fp-synthetic", "program", "synthetic", {"platform": "cpu"}, {})
+    run = store.begin_run(workload, {})
+    for config in [{}] + configs:
+        trial = store.start_trial(workload, run, config, config_key(config))
+        if trial is not None:
+            store.finish_trial(trial, "ok", median_s=known_seconds(config), compile_s=0.1,
+                               metrics=builder.metrics(config))
+    return store
+
+
+def random_configs(n: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    return [SPACE.canonical({"codegen": {d.id: int(rng.integers(4)) for d in DECISIONS}}) for _ in range(n)]
+
+
+def test_cost_model_ranks_held_out_trials_of_a_known_function(tmp_path):
+    store = synthetic_store(tmp_path / "synthetic.db", random_configs(120, seed=1))
+    data = examples(store, ("decisions", "workload", "compiled"))
+    assert len(data) >= 100 and all(e.workload == "synthetic" for e in data)
+    report = ranking_report(data, ("decisions", "workload", "compiled"), holdout=0.3, seed=0)
+    assert report.test >= 30 and report.train + report.test == len(data)
+    assert report.kendall_tau > 0.4 and report.p_value < 0.01, report
+
+
+def test_cost_model_needs_enough_trials(tmp_path):
+    store = synthetic_store(tmp_path / "small.db", random_configs(3, seed=1))
+    with pytest.raises(UserError, match="at least 10"):
+        ranking_report(examples(store), ("decisions",))
+
+
+# -- model and gp against random on the synthetic space ------------------------------------------
+
+def trials_to_optimum(strategy_class, seed: int, budget: int = 60) -> int:
+    strategy = strategy_class(DECISIONS, seed=seed, base={}, canonical=SPACE.canonical)
+    for n in range(1, budget + 1):
+        config = strategy.ask()
+        if config is None:
+            break
+        seconds = known_seconds(config)
+        strategy.tell(config, seconds)
+        if seconds <= OPTIMUM * (1 + 1e-9):
+            return n
+    return budget + 1  # not reached
+
+
+def test_model_and_gp_reach_the_optimum_faster_than_random():
+    # 4096 configs: random search needs ~2000 trials on average; it is not expected within 60.
+    seeds = (0, 1, 2)
+    random = [trials_to_optimum(RandomSearch, s) for s in seeds]
+    for strategy in (ModelSearch, GPSearch):
+        reached = [trials_to_optimum(strategy, s) for s in seeds]
+        assert np.median(reached) < np.median(random), (strategy.__name__, reached, random)
+
+
+def test_surrogate_search_is_deterministic_for_a_seed():
+    def asks(seed):
+        strategy = ModelSearch(DECISIONS, seed=seed, base={}, canonical=SPACE.canonical)
+        out = []
+        for _ in range(12):
+            config = strategy.ask()
+            strategy.tell(config, known_seconds(config))
+            out.append(config_key(config))
+        return out
+
+    assert asks(3) == asks(3)
+    assert len(set(asks(3))) == 12  # never asks a config twice
+
+
+def test_decision_features_name_values_not_positions():
+    assert decision_features({"codegen": {"xla_cpu_opt_preset": "X"}}) == {
+        "decision:codegen.xla_cpu_opt_preset=X": 1.0}
+    assert decision_features({}) == {}
+
+
+# -- racing and the compile cache with real workers ----------------------------------------------
+
+def test_racing_stops_a_slow_candidate_early_and_never_makes_it_a_finalist(db, monkeypatch):
+    # TEST-ONLY: every candidate but the default sleeps 2 ms per call (the default takes ~0.2 ms).
+    monkeypatch.setenv("XTAT_FAULT", "*:run:slow")
+    result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), strategy="random",
+                       objectives=("time", "memory"), **FAST)
+    store = Store.open(db)
+    trials = store.trials(store.workloads()[0].id)
+    default = next(t for t in trials if not t.config)
+    raced = [t for t in trials if t.config and t.status == "ok"]
+    assert raced and default.metrics["raced"] is False and len(default.samples) == FAST["samples"]
+    for t in raced:
+        assert t.metrics["raced"] is True
+        assert len(t.samples) == TuneSettings().race_min_samples < FAST["samples"]
+        assert t.median_s > default.median_s * 5
+        assert t.metrics["hlo"]["ops"]["dot"] == 3 and t.metrics["memory"]["peak_memory_in_bytes"] > 0
+    assert result.finalists == [] and not result.adopted
+    assert {p["trial"] for p in result.pareto} >= {default.id}
+
+
+def test_a_raced_trial_is_never_a_finalist_even_if_its_partial_median_is_fast(tmp_path):
+    store = Store.open(tmp_path / "raced.db")
+    workload = store.upsert_workload("fp", "program", "w", {"platform": "cpu"}, {})
+    run = store.begin_run(workload, {})
+    for config, median, raced in (({}, 1.0, False), ({"codegen": {"a": 1}}, 0.5, True)):
+        trial = store.start_trial(workload, run, config, config_key(config))
+        store.finish_trial(trial, "ok", median_s=median, ci_low_s=median, ci_high_s=median, exe_hash=str(median),
+                           metrics={"raced": raced})
+    captured = SimpleNamespace(name="w", fingerprint="fp")
+    # No finalist means no worker is needed: the session is never touched.
+    summary, spent = _finalize(captured, store, None, workload, TuneSettings(), [])  # type: ignore[arg-type]
+    assert summary["finalists"] == [] and not summary["adopted"] and spent == 0.0
+
+
+def test_worker_compile_cache_returns_the_earlier_build(tmp_path):
+    captured = capture(tiny_mlp())
+    session = Session(tmp_path, captured.exported, captured.inputs, captured.verify_inputs, lambda program: b"",
+                      60.0, 10.0, 20.0)
+    try:
+        worker = session.worker()  # its start compiled the default for the reference outputs
+        first = session.compile(worker, DEFAULT_ID, Candidate())
+        assert first["ok"] and first["cached"] is True
+        options = Candidate(compile_options={"xla_cpu_prefer_vector_width": 512})
+        fresh = session.compile(worker, "a", options)
+        again = session.compile(worker, "b", options)
+        assert fresh["cached"] is False and again["cached"] is True
+        assert again["exe_hash"] == fresh["exe_hash"] and again["compile_s"] == fresh["compile_s"]
+    finally:
+        session.close()
+
+
+# -- objectives ---------------------------------------------------------------------------------
+
+def test_pareto_indices_on_synthetic_points():
+    points = [(1.0, 5.0), (2.0, 2.0), (3.0, 1.0), (2.5, 2.5), (1.0, 5.0), (4.0, 4.0), (1.0, 6.0)]
+    # (2.5, 2.5) and (4, 4) are dominated by (2, 2); (1, 6) by (1, 5); the repeated (1, 5) is kept once.
+    assert pareto_indices(points) == [0, 1, 2]
+    assert pareto_indices([(1.0, 1.0, 1.0), (0.5, 2.0, 1.0), (1.0, 1.0, 2.0)]) == [0, 1]
+    assert pareto_indices([]) == []
+
+
+def test_pareto_front_of_trials_leaves_out_failures_and_unknown_values():
+    def trial(id, status, median, compile_s, peak):
+        metrics = {"memory": {"peak_memory_in_bytes": peak}} if peak is not None else None
+        return Trial(id, 1, 1, {"codegen": {"a": id}}, status, None, compile_s, None, median, None, None, None,
+                     None, None, None, None, None, 0.0, metrics)
+
+    trials = [trial(1, "ok", 1.0, 2.0, 100), trial(2, "ok", 2.0, 1.0, 100), trial(3, "ok", 3.0, 3.0, 50),
+              trial(4, "wrong_result", 0.5, 0.5, 10), trial(5, "ok", 0.9, 0.1, None)]
+    assert [p["trial"] for p in pareto_front(trials, ("time", "compile", "memory"))] == [1, 2, 3]
+    assert [p["trial"] for p in pareto_front(trials, ("time", "compile"))] == [5]
+    front = pareto_front(trials, ("time", "memory"))
+    assert [p["trial"] for p in front] == [1, 3] and math.isclose(front[0]["median_ms"], 1000.0)
+
+
+def test_objectives_are_validated():
+    with pytest.raises(UserError, match="objectives"):
+        TuneSettings(objectives=("memory",))
+    with pytest.raises(UserError, match="objectives"):
+        TuneSettings(objectives=("time", "energy"))
+    assert TuneSettings(objectives=("time", "compile", "memory")).objectives[-1] == "memory"
