@@ -282,16 +282,15 @@ def _reached(db, in_flight: str | None) -> bool:
         return False
 
 
+# Each case is two real CLI runs (about a minute on a busy 2-core machine): two in the
+# default run, every point with both signals in `pytest -m slow -k killed_then_resumed`.
 @pytest.mark.parametrize("point, sig", [
-    ("default", signal.SIGINT),
     ("compile", signal.SIGKILL),
-    ("timing", signal.SIGINT),
-    ("finalisation", signal.SIGKILL),
-    pytest.param("default", signal.SIGKILL, marks=pytest.mark.slow),
-    pytest.param("compile", signal.SIGINT, marks=pytest.mark.slow),
-    pytest.param("timing", signal.SIGKILL, marks=pytest.mark.slow),
-    pytest.param("finalisation", signal.SIGINT, marks=pytest.mark.slow),
-])
+    ("finalisation", signal.SIGINT),
+    *(pytest.param(point, sig, marks=pytest.mark.slow) for point, sig in [
+        ("default", signal.SIGKILL), ("default", signal.SIGINT), ("compile", signal.SIGINT),
+        ("timing", signal.SIGKILL), ("timing", signal.SIGINT), ("finalisation", signal.SIGKILL)]),
+], ids=lambda value: value.name if isinstance(value, signal.Signals) else value)
 def test_tuner_killed_then_resumed_keeps_finished_rows_reruns_the_in_flight_one_and_finds_the_same_best(
         db, uninterrupted, point, sig):
     workers = _workers()
