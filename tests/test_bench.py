@@ -219,7 +219,8 @@ def test_bench_report_on_synthetic_result(tmp_path):
 # -- one real campaign through the command line -------------------------------------------------
 
 def test_bench_cli_tunes_reports_and_resumes(tmp_path):
-    """Real XLA: moe-glam inference, budget 2, short timing; then the same command again resumes."""
+    """Real XLA: moe-glam inference, budget 2, short timing; then the same command again resumes
+    (reads the finished workload back instead of tuning it again)."""
     db, folder = tmp_path / "bench.db", tmp_path / "report"
     command = [sys.executable, "-m", "xtat.cli.app", "bench", "--suite", "moe-glam", "--forms", "inference",
                "--budget", "2", "--db", str(db), "--report", str(folder), "--json", "--rounds", "5",
@@ -254,6 +255,16 @@ def test_bench_cli_tunes_reports_and_resumes(tmp_path):
     resumed = json.loads(again.stdout.strip().splitlines()[-1])
     [row2] = resumed["workloads"]
     assert not resumed["peak_measured_now"] and resumed["peak"] == document["peak"]
-    assert row2["new_trials"] == 0  # every config read back from the store
+    assert row2["read_back"] and not row["read_back"]  # the decision is still in the store: not re-tuned
     assert (row2["default_ms"], row2["speedup"], row2["adopted"]) == (row["default_ms"], row["speedup"],
                                                                       row["adopted"])
+
+
+def test_bench_cli_bad_input_is_a_clear_error_and_writes_nothing(tmp_path):
+    db = tmp_path / "bench.db"
+    for args, message in ((["--suite", "nope"], "no suite workload 'nope'"), (["--size", "huge"], "--size"),
+                          (["--forms", "eval"], "--forms")):
+        result = subprocess.run([sys.executable, "-m", "xtat.cli.app", "bench", *args, "--db", str(db),
+                                 "--report", str(tmp_path / "r")], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+    assert not db.exists() and not (tmp_path / "r").exists()

@@ -4,9 +4,11 @@ Each selected suite entry is tuned in each selected form; an adopted config
 is explained (per-stage ablation); every workload is placed on this
 machine's roofline. A workload that fails (it does not build, trace or run
 under the default compile) becomes an outcome with its error, never a silent
-skip. Interrupting and running the same campaign again resumes: the store
-answers every finished trial and decision, and ablations already measured
-are read back from the previous campaign file (`bench.json`).
+skip. Interrupting and running the same campaign again resumes: a workload
+finished before is read back from the campaign file (`bench.json`, written
+after every workload) when the store still holds its decision for the same
+program, and a workload interrupted midway is tuned again, the store
+answering every trial it already finished.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -86,6 +88,19 @@ class Outcome:
     ablation: dict | None = None  # xtat.analysis.ablation.explain() of the adopted config
     ablation_error: str | None = None
     roofline: RooflinePlacement | None = None
+    read_back: bool = False  # taken from an earlier, interrupted campaign: its decision is still in the store
+
+    @classmethod
+    def from_json(cls, document: dict) -> "Outcome":
+        """The inverse of to_json."""
+        values = {f.name: document[f.name] for f in fields(cls) if f.name in document}
+        for name in ("default_ci_ms", "best_ci_ms", "speedup_ci"):
+            if values.get(name) is not None:
+                values[name] = tuple(values[name])
+        values["history"] = tuple(values.get("history", ()))
+        if values.get("roofline"):
+            values["roofline"] = RooflinePlacement(**values["roofline"])
+        return cls(**values)
 
     @property
     def tuned(self) -> bool:
@@ -169,24 +184,51 @@ def select(settings: BenchSettings) -> list[tuple[SuiteEntry, str]]:
     return [(entry, form) for entry in chosen for form in settings.forms]
 
 
-def _previous_ablations(report_dir: Path | None) -> dict[tuple[str, str], dict]:
-    """Ablations of an earlier (maybe interrupted) campaign, by (fingerprint, config)."""
+# Settings that change what a workload's tuning measures: an earlier outcome is reused only if they match.
+MEASUREMENT_SETTINGS = ("size", "budget", "time_per_workload_s", "seed", "rounds", "samples", "min_sample_s")
+
+
+def earlier_outcomes(report_dir: Path | None, settings: BenchSettings) -> dict[str, Outcome]:
+    """Tuned outcomes of an earlier (maybe interrupted) campaign with the same measurement
+    settings, by NAME/FORM, read from REPORT_DIR/bench.json."""
     path = report_dir / CAMPAIGN_FILE if report_dir else None
     if path is None or not path.is_file():
         return {}
     try:
         document = json.loads(path.read_text())
     except json.JSONDecodeError:
-        return {}  # an unreadable earlier file only costs re-measuring
-    return {(w["fingerprint"], json.dumps(w["config"], sort_keys=True)): w["ablation"]
-            for w in document.get("workloads", []) if w.get("ablation") and w.get("fingerprint")}
+        return {}  # an unreadable earlier file only costs re-running
+    earlier = document.get("settings", {})
+    if any(earlier.get(name) != getattr(settings, name) for name in MEASUREMENT_SETTINGS):
+        return {}
+    return {w["name"]: Outcome.from_json(w) for w in document.get("workloads", [])
+            if w.get("error") is None and w.get("fingerprint")}
+
+
+def _still_decided(workload, earlier: Outcome, db: Path) -> bool:
+    """Whether the store still holds `earlier`'s decision for this very program and versions."""
+    from xtat.workload import capture
+
+    fingerprint = capture(workload).fingerprint
+    if fingerprint != earlier.fingerprint or not db.exists():
+        return False
+    store = Store.open(db, read_only=True)
+    try:
+        record = store.workload(fingerprint)
+        result = store.latest_result(record.id) if record else None
+    finally:
+        store.close()
+    return result is not None and result.adopted == earlier.adopted and \
+        (result.config if result.adopted else {}) == earlier.config
 
 
 def tune_entry(entry: SuiteEntry, form: str, settings: BenchSettings, db: Path, peak: MachinePeak,
-               ablations: dict[tuple[str, str], dict] | None = None, on_trial: Callable | None = None) -> Outcome:
+               earlier: Outcome | None = None, on_trial: Callable | None = None) -> Outcome:
     """One workload of the campaign: tune it, explain an adopted config, place it on the roofline.
 
-    `ablations` are earlier measurements by (fingerprint, config JSON), reused instead of re-measured.
+    `earlier` is this workload's outcome in an interrupted campaign with the same settings: when the
+    store still holds its decision for the same program, it is taken as is (a re-tune would read
+    every trial back, but still start a worker to list the HLO passes: seconds per workload).
     """
     from xtat.analysis.ablation import explain
     from xtat.tuner import TuneSettings, tune
@@ -201,36 +243,41 @@ def tune_entry(entry: SuiteEntry, form: str, settings: BenchSettings, db: Path, 
     # the model, tracing, the default failing) is its recorded outcome and the campaign goes on.
     try:
         workload = entry.workload(form, settings.size)
-        result = tune(workload, db=db, settings=tune_settings, on_trial=on_trial)
+        if earlier is not None and _still_decided(workload, earlier, db):
+            outcome = replace(earlier, read_back=True, wall_s=time.perf_counter() - started)
+        else:
+            outcome = _tuned(base, tune(workload, db=db, settings=tune_settings, on_trial=on_trial), db)
     except UserError as exc:
         return Outcome(**base, error=str(exc), wall_s=time.perf_counter() - started)
     except Exception as exc:  # noqa: BLE001 - see above
         return Outcome(**base, error=f"{type(exc).__name__}: {exc}", wall_s=time.perf_counter() - started)
 
+    ablation, ablation_error = outcome.ablation, None
+    if outcome.adopted and settings.ablation and ablation is None:
+        try:
+            ablation = explain(workload, db=db, settings=tune_settings)
+        except Exception as exc:  # noqa: BLE001 - an ablation failure must not lose the tuning result
+            ablation_error = f"{type(exc).__name__}: {exc}"
+    assert outcome.default_ms is not None and outcome.tuned_ms is not None
+    return replace(outcome, ablation=ablation, ablation_error=ablation_error, wall_s=time.perf_counter() - started,
+                   roofline=place(peak, outcome.cost, outcome.default_ms / 1e3, outcome.tuned_ms / 1e3))
+
+
+def _tuned(base: dict, result, db: Path) -> Outcome:
+    """The outcome of a TuneResult, with the default program's cost analysis from the store."""
     store = Store.open(db, read_only=True)
     try:
         record = store.workload(result.fingerprint)
         cost = dict(record.info.get("cost", {})) if record else {}
     finally:
         store.close()
-    ablation, ablation_error = None, None
-    if result.adopted and settings.ablation:
-        key = (result.fingerprint, json.dumps(result.best_config, sort_keys=True))
-        ablation = (ablations or {}).get(key)
-        if ablation is None:
-            try:
-                ablation = explain(workload, db=db, settings=tune_settings)
-            except Exception as exc:  # noqa: BLE001 - an ablation failure must not lose the tuning result
-                ablation_error = f"{type(exc).__name__}: {exc}"
-    tuned_ms = result.best_ms if result.adopted else result.default_ms
     return Outcome(
         **base, fingerprint=result.fingerprint, default_ms=result.default_ms, default_ci_ms=result.default_ci_ms,
         best_ms=result.best_ms, best_ci_ms=result.best_ci_ms, speedup=result.speedup, speedup_ci=result.speedup_ci,
         adopted=result.adopted, message=result.message, config=result.best_config, trials=result.trials,
-        new_trials=result.new_trials, wall_s=time.perf_counter() - started,
+        new_trials=result.new_trials,
         history=tuple({"status": e.status, "median_s": e.median_s, "spent_s": e.spent_s} for e in result.history),
-        cost=cost, ablation=ablation, ablation_error=ablation_error,
-        roofline=place(peak, cost, result.default_ms / 1e3, tuned_ms / 1e3),
+        cost=cost,
     )
 
 
@@ -239,7 +286,7 @@ def run_bench(settings: BenchSettings, db: str | Path | None = None, report_dir:
               on_outcome: Callable[[Outcome], None] | None = None,
               on_trial: Callable | None = None) -> BenchResult:
     """Run the campaign. After each workload the campaign so far is written to
-    REPORT_DIR/bench.json (when given), which a re-run reads to resume ablations.
+    REPORT_DIR/bench.json (when given), which a re-run with the same settings resumes from.
 
     on_workload(index, total, name) is called before each workload, on_outcome
     after it, on_trial with each of its TrialEvents.
@@ -254,12 +301,12 @@ def run_bench(settings: BenchSettings, db: str | Path | None = None, report_dir:
         peak, measured_now = machine_peak(store, settings.remeasure_peak)
     finally:
         store.close()
-    ablations = _previous_ablations(folder)
+    earlier = earlier_outcomes(folder, settings)
     outcomes: list[Outcome] = []
     for index, (entry, form) in enumerate(pairs, start=1):
         if on_workload:
             on_workload(index, len(pairs), f"{entry.name}/{form}")
-        outcome = tune_entry(entry, form, settings, path, peak, ablations, on_trial)
+        outcome = tune_entry(entry, form, settings, path, peak, earlier.get(f"{entry.name}/{form}"), on_trial)
         outcomes.append(outcome)
         if on_outcome:
             on_outcome(outcome)

@@ -76,7 +76,8 @@ def bench(
             return
         console.print(f"  default {o.default_ms:.3f} ms  speedup {o.speedup:.3f}x "
                       f"[{o.speedup_ci[0]:.3f}, {o.speedup_ci[1]:.3f}]  "
-                      f"{'adopted' if o.adopted else 'not adopted'}  trials {o.trials}  new {o.new_trials}  "
+                      f"{'adopted' if o.adopted else 'not adopted'}  trials {o.trials}  "
+                      f"{'read back from the earlier campaign' if o.read_back else f'new {o.new_trials}'}  "
                       f"{o.wall_s:.0f} s", highlight=False)
 
     try:

@@ -43,7 +43,9 @@ def _summary(result: BenchResult) -> Section:
     blocks = [
         Paragraph(f"{len(result.outcomes)} workload(s) at size {s.size} ({', '.join(s.forms)}), each with {limit}: "
                   f"{len(tuned)} tuned, {len(adopted)} with an adopted config, {len(failed)} failed. "
-                  f"Campaign wall time {result.wall_s:.0f} s."),
+                  f"Campaign wall time {result.wall_s:.0f} s"
+                  + (f"; {read_back} workload(s) read back from an earlier run of this campaign (bench.json)."
+                     if (read_back := sum(o.read_back for o in result.outcomes)) else ".")),
         Paragraph(_geomean("Geometric-mean speedup delivered (the default counts as 1.0 where nothing was "
                            "adopted)", result.delivered)),
         Paragraph(_geomean("Geometric-mean speedup of the best finalist, adopted or not", result.best_found)),
