@@ -88,7 +88,7 @@ class Outcome:
     ablation: dict | None = None  # xtat.analysis.ablation.explain() of the adopted config
     ablation_error: str | None = None
     roofline: RooflinePlacement | None = None
-    read_back: bool = False  # taken from an earlier, interrupted campaign: its decision is still in the store
+    read_back: bool = False  # taken from an earlier run of this campaign (bench.json); its decision is in the store
 
     @classmethod
     def from_json(cls, document: dict) -> "Outcome":
