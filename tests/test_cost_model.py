@@ -13,7 +13,7 @@ import pytest
 import xtat
 from xtat.errors import UserError
 from tiny import FAST, mlp, tiny_mlp
-from xtat.model.cost_model import examples, ranking_report
+from xtat.model.cost_model import examples, prior, ranking_report
 from xtat.model.features import compile_metrics, decision_features
 from xtat.model.objectives import pareto_front, pareto_indices
 from xtat.runner.session import DEFAULT_ID, Session
@@ -126,6 +126,25 @@ def test_model_and_gp_reach_the_optimum_faster_than_random():
     for strategy in (ModelSearch, GPSearch):
         reached = [trials_to_optimum(strategy, s) for s in seeds]
         assert np.median(reached) < np.median(random), (strategy.__name__, reached, random)
+
+
+def test_model_strategy_learns_from_other_workloads_in_the_store(tmp_path):
+    # Workload A has 80 timed configs; workload B (same known function) only its default.
+    store = synthetic_store(tmp_path / "two.db", random_configs(80, seed=5))
+    other = store.upsert_workload("fp-other", "program-b", "synthetic-b", {"platform": "cpu"}, {})
+    trial = store.start_trial(other, store.begin_run(other, {}), {}, config_key({}))
+    store.finish_trial(trial, "ok", median_s=known_seconds({}), metrics=FakeBuilder().metrics({}))
+    cross = prior(store, other)
+    assert cross is not None and len(cross.examples) > 70 and {e.workload for e in cross.examples} == {"synthetic"}
+
+    class ModelSearchWithPrior(ModelSearch):
+        def __init__(self, decisions, **kwargs):
+            super().__init__(decisions, prior=cross, **kwargs)
+
+    seeds = (0, 1, 2)
+    alone = [trials_to_optimum(ModelSearch, s, budget=40) for s in seeds]
+    taught = [trials_to_optimum(ModelSearchWithPrior, s, budget=40) for s in seeds]
+    assert np.median(taught) < np.median(alone), (taught, alone)
 
 
 def test_surrogate_search_is_deterministic_for_a_seed():

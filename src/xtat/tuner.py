@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from xtat.errors import UserError
+from xtat.model.cost_model import prior
 from xtat.model.objectives import OBJECTIVES, pareto_front
 from xtat.runner.pool import WorkerFailure
 from xtat.runner.session import DEFAULT_ID, Session
@@ -228,9 +229,11 @@ class _Search:
         """Search `decisions` around `base` for at most `budget` configs (None: until exhausted)."""
         self.space = self.space.extended(decisions)
         known = self.space.by_key()
+        # The learned cost model also trains on the store's other workloads.
+        cross = prior(self.store, self.workload_id) if self.settings.strategy == "model" else None
         strategy = make_strategy(self.settings.strategy, decisions, seed=self.settings.seed, base=base,
                                  canonical=self.space.canonical, searchable=lambda stage, id: (stage, id) in known,
-                                 budget=self.settings.budget)
+                                 budget=self.settings.budget, prior=cross)
         for decision in strategy.inactive:
             needs = ", ".join(f"{st}.{i}={v}" for st, i, v in decision.requires)
             self.inactive.setdefault(needs, []).append(f"{decision.stage}.{decision.id}")

@@ -22,6 +22,7 @@ from threadpoolctl import threadpool_limits
 
 from xtat.errors import UserError
 from xtat.model.features import compiled_features, decision_features, workload_features
+from xtat.space.space import config_key
 from xtat.store.sqlite import Store
 
 FEATURE_SETS = ("decisions", "workload", "compiled")
@@ -31,6 +32,7 @@ FEATURE_SETS = ("decisions", "workload", "compiled")
 class Example:
     """One measured config as the model sees it."""
 
+    workload_id: int
     workload: str  # the workload's name
     features: dict[str, float]
     log_ratio: float  # log(median / the workload's default median)
@@ -58,8 +60,29 @@ def examples(store: Store, feature_sets: Sequence[str] = FEATURE_SETS) -> list[E
                 features.update(workload_features(default.metrics))
             if "compiled" in feature_sets:
                 features.update(compiled_features(trial.metrics, default.metrics))
-            out.append(Example(workload.name, features, float(np.log(trial.median_s / default.median_s))))
+            out.append(Example(workload.id, workload.name, features,
+                               float(np.log(trial.median_s / default.median_s))))
     return out
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What the other workloads in the store teach a search on this one: their timed configs
+    (decision and workload features, log time relative to their default), this workload's
+    features, and its default's median, so that its own times join on the same scale."""
+
+    examples: tuple[Example, ...]
+    workload: dict[str, float]
+    default_s: float
+
+
+def prior(store: Store, workload_id: int) -> Prior | None:
+    """The cross-workload training data for a search on `workload_id` (None before its default is timed)."""
+    default = store.trial(workload_id, config_key({}))
+    if default is None or default.status != "ok" or not default.median_s:
+        return None
+    others = tuple(e for e in examples(store, ("decisions", "workload")) if e.workload_id != workload_id)
+    return Prior(others, workload_features(default.metrics), default.median_s)
 
 
 class CostModel:
@@ -71,7 +94,7 @@ class CostModel:
 
         self._vectorizer = DictVectorizer(sparse=False)
         # Tens of trials, not thousands: small leaves, no early stopping (it would hold out data).
-        self._trees = HistGradientBoostingRegressor(max_iter=100, learning_rate=0.1, max_leaf_nodes=15,
+        self._trees = HistGradientBoostingRegressor(max_iter=60, learning_rate=0.15, max_leaf_nodes=8,
                                                     min_samples_leaf=2, early_stopping=False, random_state=seed)
 
     def fit(self, features: list[dict[str, float]], log_ratios: Sequence[float]) -> "CostModel":

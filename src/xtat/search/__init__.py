@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from xtat.errors import UserError
+from xtat.model.cost_model import Prior
 from xtat.search.anneal import SimulatedAnnealing
 from xtat.search.base import SearchStrategy
 from xtat.search.coordinate import CoordinateDescent
@@ -38,10 +39,13 @@ STRATEGIES = tuple(STRATEGY_CLASSES)
 
 def make_strategy(name: str, decisions: list[Decision], *, seed: int, base: Config,
                   canonical: Callable[[Config], Config], searchable: Callable[[str, str], bool],
-                  budget: int | None = None) -> SearchStrategy:
+                  budget: int | None = None, prior: Prior | None = None) -> SearchStrategy:
     """The strategy `name` over `decisions` around `base`, deterministic for a seed; `budget`
     (configs the whole run may consider, None: no limit) lets grid refuse a space it cannot cover."""
     strategy = STRATEGY_CLASSES.get(name)
     if strategy is None:
         raise UserError(f"--strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
-    return strategy(decisions, seed=seed, base=base, canonical=canonical, searchable=searchable, budget=budget)
+    # `prior` (the store's other workloads, model.cost_model.prior) is for the learned cost model only.
+    extra = {"prior": prior} if strategy is ModelSearch else {}
+    return strategy(decisions, seed=seed, base=base, canonical=canonical, searchable=searchable, budget=budget,
+                    **extra)

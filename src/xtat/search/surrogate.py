@@ -45,6 +45,10 @@ class SurrogateSearch(SearchStrategy):
         """The model that ranks proposals, built once the searchable decisions are known."""
         raise NotImplementedError
 
+    def _training_size(self, timed: int) -> int:
+        """Rows the surrogate would learn from, given this search's timed configs."""
+        return timed
+
     def _observe(self, config: Config, seconds: float | None) -> None:
         self.timed[config_key(config)] = (config, seconds)
 
@@ -55,7 +59,7 @@ class SurrogateSearch(SearchStrategy):
 
     def _ranked_batch(self) -> list[Config]:
         timed = [(c, s) for c, s in self.timed.values() if s is not None]
-        if len(timed) < self.min_observed:
+        if not timed or self._training_size(len(timed)) < self.min_observed:
             return [self.sample(keep_base=0.5)]
         log_times = np.log([s for _, s in timed])
         self.surrogate.fit([c for c, _ in timed], log_times)
