@@ -6,12 +6,14 @@ import base64
 import json
 import subprocess
 import sys
+from dataclasses import asdict, replace
 from html.parser import HTMLParser
 
 import numpy as np
 import pytest
 
-from xtat.bench.campaign import BenchResult, BenchSettings, Outcome, geometric_mean, select, tune_entry
+from xtat.bench.campaign import (BenchResult, BenchSettings, Outcome, earlier_outcomes, geometric_mean, select,
+                                 still_decided, tune_entry)
 from xtat.bench.report import bench_report
 from xtat.bench.roofline import MachinePeak, machine_key, place
 from xtat.errors import UserError
@@ -218,18 +220,23 @@ def test_bench_report_on_synthetic_result(tmp_path):
 
 # -- one real campaign through the command line -------------------------------------------------
 
-def test_bench_cli_tunes_reports_and_resumes(tmp_path):
-    """Real XLA: moe-glam inference, budget 2, short timing; then the same command again resumes
-    (reads the finished workload back instead of tuning it again)."""
-    db, folder = tmp_path / "bench.db", tmp_path / "report"
+BENCH_FAST = ["--rounds", "5", "--samples", "3", "--min-sample-s", "0.005"]
+
+
+def _bench(db, folder, *extra) -> dict:
     command = [sys.executable, "-m", "xtat.cli.app", "bench", "--suite", "moe-glam", "--forms", "inference",
-               "--budget", "2", "--db", str(db), "--report", str(folder), "--json", "--rounds", "5",
-               "--samples", "3", "--min-sample-s", "0.005"]
-    first = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert first.returncode == 0, first.stderr[-3000:]
-    document = json.loads(first.stdout.strip().splitlines()[-1])
+               "--budget", "2", "--db", str(db), "--report", str(folder), "--json", *BENCH_FAST, *extra]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_bench_cli_tunes_and_reports(tmp_path):
+    """Real XLA: moe-glam inference, budget 2, short timing, through the command line."""
+    db, folder = tmp_path / "bench.db", tmp_path / "report"
+    document = _bench(db, folder)
     [row] = document["workloads"]
-    assert row["name"] == "moe-glam/inference" and row["error"] is None
+    assert row["name"] == "moe-glam/inference" and row["error"] is None and not row["read_back"]
     assert sum(row["trials"].values()) == 2 and row["new_trials"] == 2
     assert row["default_ci_ms"][0] <= row["default_ms"] <= row["default_ci_ms"][1]
     assert row["speedup_ci"][0] <= row["speedup"] <= row["speedup_ci"][1]
@@ -239,25 +246,50 @@ def test_bench_cli_tunes_reports_and_resumes(tmp_path):
     assert document["geomean_delivered"]["count"] == 1
     assert {p.name for p in folder.iterdir()} >= {"report.md", "report.html", "bench.json", "speedup.png",
                                                  "convergence-inference.png", "roofline.png"}
+    assert json.loads((folder / "bench.json").read_text())["workloads"] == document["workloads"]
     page = _Page()
     page.feed((folder / "report.html").read_text())
     assert len(page.images) == 3 and all(src.startswith("data:image/png;base64,") for src in page.images)
-
-    # The peaks are a stored machine fact now.
-    store = Store.open(db, read_only=True)
+    store = Store.open(db, read_only=True)  # the peaks are a stored machine fact now
     try:
         assert store.machine_fact(machine_key())["flops_per_s"] == document["peak"]["flops_per_s"]
     finally:
         store.close()
 
-    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stderr[-3000:]
-    resumed = json.loads(again.stdout.strip().splitlines()[-1])
-    [row2] = resumed["workloads"]
-    assert not resumed["peak_measured_now"] and resumed["peak"] == document["peak"]
-    assert row2["read_back"] and not row["read_back"]  # the decision is still in the store: not re-tuned
-    assert (row2["default_ms"], row2["speedup"], row2["adopted"]) == (row["default_ms"], row["speedup"],
-                                                                      row["adopted"])
+
+@pytest.mark.slow
+def test_bench_cli_rerun_resumes(tmp_path):
+    """Slow (two real campaigns, minutes on a loaded 2-core machine): the same command again reads
+    the finished workload back and the peaks from the store."""
+    db, folder = tmp_path / "bench.db", tmp_path / "report"
+    first, again = _bench(db, folder), _bench(db, folder)
+    assert not again["peak_measured_now"] and again["peak"] == first["peak"]
+    [row], [row2] = first["workloads"], again["workloads"]
+    assert row2["read_back"] and (row2["default_ms"], row2["speedup"], row2["adopted"]) == \
+        (row["default_ms"], row["speedup"], row["adopted"])
+
+
+def test_a_finished_workload_is_read_back_from_the_campaign_file(tmp_path):
+    """Real XLA on a tiny workload: tuned once, then read back instead of tuned again."""
+    from tiny import mlp, tiny_mlp
+
+    entry = SuiteEntry("tiny", "test", "tiny MLP", train=lambda size: tiny_mlp(), inference=lambda size: tiny_mlp())
+    settings = BenchSettings(budget=2, rounds=5, samples=3, min_sample_s=0.005)
+    peak = MachinePeak("roofline:test", 1e10, 1e9, 512, 1, 1, 0.0)
+    db, folder = tmp_path / "x.db", tmp_path / "report"
+    first = tune_entry(entry, "train", settings, db, peak)
+    assert first.tuned and first.new_trials == 2 and not first.read_back, first.error
+    folder.mkdir()
+    (folder / "bench.json").write_text(json.dumps({"settings": asdict(settings), "workloads": [first.to_json()]}))
+
+    earlier = earlier_outcomes(folder, settings)
+    assert earlier == {"tiny/train": first}  # to_json and from_json are inverses
+    assert earlier_outcomes(folder, replace(settings, budget=3)) == {}  # other measurement settings: afresh
+    again = tune_entry(entry, "train", settings, db, peak, earlier["tiny/train"])
+    assert again.read_back and replace(again, read_back=False, wall_s=first.wall_s) == first
+
+    w, x = tiny_mlp().args
+    assert not still_decided(Workload(mlp, (w, x[:16])), earlier["tiny/train"], db)  # another program: tuned
 
 
 def test_bench_cli_bad_input_is_a_clear_error_and_writes_nothing(tmp_path):

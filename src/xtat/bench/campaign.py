@@ -26,6 +26,7 @@ from xtat.bench.roofline import MachinePeak, RooflinePlacement, machine_peak, pl
 from xtat.errors import UserError
 from xtat.store.sqlite import Store, default_path
 from xtat.suite import FORMS, SIZES, SuiteEntry, entries
+from xtat.workload import Workload
 
 CAMPAIGN_FILE = "bench.json"
 
@@ -205,7 +206,7 @@ def earlier_outcomes(report_dir: Path | None, settings: BenchSettings) -> dict[s
             if w.get("error") is None and w.get("fingerprint")}
 
 
-def _still_decided(workload, earlier: Outcome, db: Path) -> bool:
+def still_decided(workload: Workload, earlier: Outcome, db: Path) -> bool:
     """Whether the store still holds `earlier`'s decision for this very program and versions."""
     from xtat.workload import capture
 
@@ -243,7 +244,7 @@ def tune_entry(entry: SuiteEntry, form: str, settings: BenchSettings, db: Path, 
     # the model, tracing, the default failing) is its recorded outcome and the campaign goes on.
     try:
         workload = entry.workload(form, settings.size)
-        if earlier is not None and _still_decided(workload, earlier, db):
+        if earlier is not None and still_decided(workload, earlier, db):
             outcome = replace(earlier, read_back=True, wall_s=time.perf_counter() - started)
         else:
             outcome = _tuned(base, tune(workload, db=db, settings=tune_settings, on_trial=on_trial), db)
