@@ -33,6 +33,7 @@ Contract (what a strategy built on `SearchStrategy` gets and must provide):
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
 from collections import Counter
 from math import prod
 from typing import Callable, Iterator
@@ -75,7 +76,7 @@ def parents_first(decisions: list[Decision]) -> list[Decision]:
     return sorted(decisions, key=depth_of)  # stable: the space's order within a depth
 
 
-class SearchStrategy:
+class SearchStrategy(ABC):
     """Base of the strategies: see the module's contract."""
 
     def __init__(self, decisions: list[Decision], *, seed: int = 0, base: Config | None = None,
@@ -95,17 +96,20 @@ class SearchStrategy:
         self._waiting: Counter[str] = Counter()  # pending key -> later proposals of it awaiting its result
         self._asked_base = False
         self.probes = self._probes()
-        self._probe_of = {config_key(c): d for d, configs in self.probes for c in configs}
-        self._probe_changed: dict[tuple[str, str], list[bool]] = {}
+        self._probe_keys = [(d, [config_key(c) for c in configs]) for d, configs in self.probes]
+        self._all_probe_keys = {key for _, keys in self._probe_keys for key in keys}
+        self._probe_changed: dict[str, bool] = {}  # probe config key -> its executable differed
         self.space_size = self._space_size()
 
     # -- to implement -------------------------------------------------------------------------
 
+    @abstractmethod
     def _propose(self) -> Config | None:
-        raise NotImplementedError
+        """The next config this strategy would like measured; None: it is done."""
 
+    @abstractmethod
     def _observe(self, config: Config, seconds: float | None) -> None:
-        raise NotImplementedError
+        """A result for a config it proposed (None: failed or rejected)."""
 
     # -- the ask/tell interface ---------------------------------------------------------------
 
@@ -133,9 +137,8 @@ class SearchStrategy:
         key = config_key(config)
         self._pending.discard(key)
         self.results[key] = seconds
-        probed = self._probe_of.get(key)
-        if probed is not None:
-            self._probe_changed.setdefault((probed.stage, probed.id), []).append(not same_as_base)
+        if key in self._all_probe_keys:
+            self._probe_changed[key] = not same_as_base
         if seconds is not None and (self.incumbent is None or seconds < self.incumbent[1]):
             self.incumbent = (config, seconds)
         for _ in range(1 + self._waiting.pop(key, 0)):
@@ -186,9 +189,8 @@ class SearchStrategy:
 
     def no_ops_keys(self) -> list[tuple[str, str]]:
         """Decisions each of whose probes was told and gave the base's executable."""
-        return [(d.stage, d.id) for d, configs in self.probes
-                if configs and len(self._probe_changed.get((d.stage, d.id), ())) >= len(configs)
-                and not any(self._probe_changed[(d.stage, d.id)])]
+        return [(d.stage, d.id) for d, keys in self._probe_keys
+                if keys and all(self._probe_changed.get(key) is False for key in keys)]
 
     @property
     def no_ops(self) -> list[str]:
