@@ -246,6 +246,15 @@ def test_strategy_tunes_a_real_workload(db, name):
     assert sum(result.trials.values()) == 4
 
 
+def test_a_resumed_tuning_run_continues_the_same_search(db):
+    settings = {**FAST, "finalists": 1, "rounds": 3, "samples": 3}
+    first = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), strategy="tpe", **settings)
+    longer = xtat.tune(tiny_mlp(), db=db, budget=5, options=OPTIONS, stages=("codegen",), strategy="tpe", **settings)
+    assert [e.config for e in longer.history[:3]] == [e.config for e in first.history]
+    assert [e.resumed for e in longer.history] == [True, True, True, False, False]
+    assert longer.new_trials == 2
+
+
 def test_staged_formulation_with_a_model_based_strategy(db):
     # tpe asks Optuna define-by-run: each stage is a new study around the frozen earlier stage.
     settings = {**FAST, "finalists": 1, "rounds": 3, "samples": 3}
