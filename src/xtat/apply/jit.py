@@ -42,6 +42,8 @@ def lookup(identity: Identity, db: str | Path | None) -> Lookup:
     except StoreError as exc:
         return Lookup({}, f"unreadable: {exc}")
     try:
+        if store.is_new():
+            return Lookup({}, "no database")
         record = store.workload(identity.fingerprint)
         if record is None:
             others = store.workloads_of_program(identity.program)

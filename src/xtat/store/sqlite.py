@@ -243,6 +243,10 @@ class Store:
         with self._write() as con:
             con.execute("INSERT OR REPLACE INTO machine VALUES (?, ?, ?)", (key, json.dumps(value), time.time()))
 
+    def is_new(self) -> bool:
+        """No tables yet: a tuner has just created the file and not yet committed its schema."""
+        return _schema_version(self._con) == 0
+
     def close(self) -> None:
         self._con.close()
 
