@@ -5,6 +5,8 @@ Every test ends with `assert_nothing_lost`: SQLite's integrity check passes,
 every config has exactly one final status, rows that existed before are
 unchanged, the adopted config (if any) is a verified successful trial, no
 worker process is left behind, and every failure row carries its error text.
+Which test proves which fault of issue 6: docs/reliability.md. Six of the
+eight kill-and-resume cases are marked slow (`pytest -m slow -k killed_then_resumed`).
 """
 
 from __future__ import annotations
