@@ -165,10 +165,10 @@ def lstm_task(size: str) -> Task:
 
 
 ENTRIES = [
-    suite_entry("bert", "standard", "BERT encoder (post-LN), masked-LM loss; small: width 128, 2 layers, "
+    suite_entry("bert", "standard language", "BERT encoder (post-LN), masked-LM loss; small: width 128, 2 layers, "
                 "vocab 512, batch 8 x 64; large: BERT-base", bert_task),
-    suite_entry("gpt", "standard", "GPT-2 style decoder (pre-LN, causal), next-token loss; small: width 128, "
+    suite_entry("gpt", "standard language", "GPT-2 style decoder (pre-LN, causal), next-token loss; small: width 128, "
                 "2 layers, vocab 512, batch 8 x 64; large: GPT-2 small", gpt_task),
-    suite_entry("lstm", "standard", "LSTM language model as a lax.scan over time; small: hidden 128, "
+    suite_entry("lstm", "standard language", "LSTM language model as a lax.scan over time; small: hidden 128, "
                 "1 layer, batch 16 x 32 steps", lstm_task),
 ]

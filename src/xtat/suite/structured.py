@@ -134,8 +134,8 @@ def dlrm_task(size: str) -> Task:
 
 
 ENTRIES = [
-    suite_entry("gnn", "standard", "interaction-network GNN, segment_sum message passing on a fixed random graph; "
-                "small: 512 nodes, 2048 edges, hidden 64, 3 layers", gnn_task),
-    suite_entry("dlrm", "standard", "DLRM: embedding tables, bottom/top MLP, pairwise dot interactions; "
+    suite_entry("gnn", "standard structured",
+                "interaction-network GNN, segment_sum message passing on a fixed random graph; small: 512 nodes, 2048 edges, hidden 64, 3 layers", gnn_task),
+    suite_entry("dlrm", "standard structured", "DLRM: embedding tables, bottom/top MLP, pairwise dot interactions; "
                 "small: 8 tables x 1000 rows x 16, batch 128", dlrm_task),
 ]

@@ -307,15 +307,15 @@ def unet_diffusion_task(size: str) -> Task:
 
 
 ENTRIES = [
-    suite_entry("mlp", "standard", "ReLU MLP classifier; small: 784 -> 512 -> 512 -> 10, batch 64", mlp_task),
-    suite_entry("resnet", "standard",
+    suite_entry("mlp", "standard vision", "ReLU MLP classifier; small: 784 -> 512 -> 512 -> 10, batch 64", mlp_task),
+    suite_entry("resnet", "standard vision",
                 "ResNet v1.5 with BatchNorm; small: ResNet-18 at 32 x 32, batch 8; large: ResNet-50 at 224 x 224",
                 resnet_task),
-    suite_entry("vit", "standard", "Vision transformer; small: 32 x 32, patch 4, width 128, 2 layers, batch 8; "
+    suite_entry("vit", "standard vision", "Vision transformer; small: 32 x 32, patch 4, width 128, 2 layers, batch 8; "
                 "large: ViT-B/16", vit_task),
-    suite_entry("mlp-mixer", "standard", "MLP-Mixer; small: 32 x 32, patch 4, width 128, 2 layers, batch 8; "
+    suite_entry("mlp-mixer", "standard vision", "MLP-Mixer; small: 32 x 32, patch 4, width 128, 2 layers, batch 8; "
                 "large: Mixer-B/16", mlp_mixer_task),
-    suite_entry("unet-diffusion", "standard",
+    suite_entry("unet-diffusion", "standard vision",
                 "DDPM U-Net noise prediction (train) and one DDIM step (inference); small: 16 x 16, "
                 "channels 32/64, batch 8", unet_diffusion_task),
 ]
