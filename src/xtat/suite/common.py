@@ -85,11 +85,12 @@ def init_variables(model: nn.Module, inputs: tuple, seed: int = 0) -> PyTree:
     Flax's own `model.init` would be one more XLA program per model, and
     compiling it (a random draw per parameter) took longer than compiling the
     training step itself. So only shapes are traced, and each leaf is filled
-    by its role (the end of its name), as Flax's default initializers would: kernels LeCun normal
-    (std 1/sqrt(fan in)), embeddings normal with std 1/sqrt(width), norm
-    scales and running variances one, biases and running means zero, other
-    parameters (class tokens, learned positions) normal with std 0.02.
-    Initializers a module declares are therefore not used.
+    by its role (the end of its name) as Flax's default initializers would:
+    kernels LeCun normal (std 1/sqrt(fan in)), embeddings normal with std
+    1/sqrt(width), norm scales and running variances one, biases and running
+    means zero, other parameters (class tokens, learned positions) normal with
+    std 0.02. The initializers modules declare are only used for shapes; the
+    suite's modules declare the same distributions.
     """
     shapes = jax.eval_shape(model.init, jax.random.key(0), *inputs)
     rng = np.random.default_rng(seed)

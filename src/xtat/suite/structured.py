@@ -88,7 +88,7 @@ class Dlrm(nn.Module):
     @nn.compact
     def __call__(self, dense: jax.Array, sparse: jax.Array) -> jax.Array:
         x = nn.relu(MLP(self.bottom, self.dim, name="bottom")(dense))  # [B, D]
-        tables = self.param("embedding", nn.initializers.normal(1.0), (self.tables, self.rows, self.dim))
+        tables = self.param("embedding", nn.initializers.normal(self.dim**-0.5), (self.tables, self.rows, self.dim))
         looked_up = tables[jnp.arange(self.tables), sparse]  # [B, T, D]
         vectors = jnp.concatenate([x[:, None, :], looked_up], axis=1)  # [B, T + 1, D]
         dots = jnp.einsum("bfd,bgd->bfg", vectors, vectors)
@@ -135,7 +135,8 @@ def dlrm_task(size: str) -> Task:
 
 ENTRIES = [
     suite_entry("gnn", "standard structured",
-                "interaction-network GNN, segment_sum message passing on a fixed random graph; small: 512 nodes, 2048 edges, hidden 64, 3 layers", gnn_task),
+                "interaction-network GNN, segment_sum message passing on a fixed random graph; "
+                "small: 512 nodes, 2048 edges, hidden 64, 3 layers", gnn_task),
     suite_entry("dlrm", "standard structured", "DLRM: embedding tables, bottom/top MLP, pairwise dot interactions; "
                 "small: 8 tables x 1000 rows x 16, batch 128", dlrm_task),
 ]
