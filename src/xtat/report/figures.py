@@ -113,9 +113,11 @@ def convergence_figure(series: Sequence[ConvergenceSeries], title: str = "Conver
     """
     figure, (by_trial, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for s, color in zip(series, _colors(len(series))):
-        by_trial.step(s.trials, s.best_speedup, where="post", color=color, label=s.name)
+        by_trial.step(s.trials, s.best_speedup, where="post", color=color, label=s.name, marker="o", markersize=3)
         wall, speedup = zip(*s.by_wall) if s.by_wall else (s.wall_s, s.best_speedup)
-        by_time.step(wall, speedup, where="post", color=color, label=s.name)
+        # Markers show each config (a step's last change is only a vertical line); a grid has none.
+        by_time.step(wall, speedup, where="post", color=color, label=s.name, marker=None if s.by_wall else "o",
+                     markersize=3)
     for axis, label in ((by_trial, "configs considered"), (by_time, "search time (s, trial costs summed)")):
         axis.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
         axis.set_xlabel(label)
