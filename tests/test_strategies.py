@@ -14,7 +14,7 @@ from tiny import FAST, tiny_mlp
 from xtat.errors import UserError
 from xtat.search import STRATEGIES, make_strategy
 from xtat.search.base import SearchStrategy
-from xtat.space.space import Config, Decision, Space, config_key
+from xtat.space.space import Config, Decision, Space, config_key, is_active
 
 A = Decision("codegen", "a", (0, 1, 2, 3), 0)
 B = Decision("codegen", "b", (0, 1, 2, 3), 0)
@@ -57,7 +57,7 @@ def _all_configs(decisions: list[Decision]) -> list[Config]:
         config: Config = {}
         for decision, value in zip(unconditional, values):
             config.setdefault(decision.stage, {})[decision.id] = value
-        children = [d for d in decisions if d.requires and _value(config, P)]
+        children = [d for d in decisions if d.requires and is_active(d, config)]
         for child_values in itertools.product(*(d.values for d in children)):
             full = {stage: dict(ids) for stage, ids in config.items()}
             for decision, value in zip(children, child_values):
@@ -74,8 +74,8 @@ NEAR_OPTIMUM = [c for c in ALL if (s := fake_builder(c)) is not None and s <= 1.
 
 def _strategy(name: str, seed: int = 0, budget: int | None = None, decisions: list[Decision] = DECISIONS,
               base: Config | None = None, canonical=None) -> SearchStrategy:
-    return make_strategy(name, decisions, seed=seed, base=base or {}, canonical=canonical or Space(tuple(decisions)).canonical,
-                         searchable=lambda stage, id: True, budget=budget)
+    return make_strategy(name, decisions, seed=seed, base=base or {}, budget=budget,
+                         canonical=canonical or Space(tuple(decisions)).canonical, searchable=lambda stage, id: True)
 
 
 def _drive(strategy: SearchStrategy, budget: int, builder=fake_builder) -> list[tuple[Config, float | None]]:
@@ -104,7 +104,7 @@ def test_the_synthetic_space_is_what_the_tests_assume():
 def test_strategy_reaches_the_optimum_far_sooner_than_random(name, budget):
     history = _drive(_strategy(name, budget=budget), budget)
     reached = _trials_to_near_optimum(history)
-    assert reached is not None and reached <= budget, (name, min(s for _, s in history if s is not None))
+    assert reached is not None, (name, min(s for _, s in history if s is not None))
     assert history[0][0] == {}  # the base config first
     assert _trials_to_near_optimum(_drive(_strategy("random", budget=budget), budget)) is None
     assert budget * 10 < len(ALL) / len(NEAR_OPTIMUM)
