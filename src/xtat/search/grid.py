@@ -1,9 +1,9 @@
 """Grid search: every config of the active space, for small spaces only.
 
 A conditional decision is enumerated only where its parents make it active,
-so the grid holds each distinct program once. A space larger than the limit
-(the budget, and at most `GRID_LIMIT`) is refused before anything is measured:
-a truncated grid would search one corner of the space.
+so the grid holds each distinct config once. A space larger than the limit
+(the budget, and at most `GRID_LIMIT`) is refused before this search asks for
+anything: a truncated grid would search one corner of the space.
 """
 
 from __future__ import annotations
