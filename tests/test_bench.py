@@ -231,6 +231,7 @@ def _bench(db, folder, *extra) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.timeout(600)  # about a minute on a quiet 2-core machine; minutes when it is shared
 def test_bench_cli_tunes_and_reports(tmp_path):
     """Real XLA: moe-glam inference, budget 2, short timing, through the command line."""
     db, folder = tmp_path / "bench.db", tmp_path / "report"
@@ -258,6 +259,7 @@ def test_bench_cli_tunes_and_reports(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_bench_cli_rerun_resumes(tmp_path):
     """Slow (two real campaigns, minutes on a loaded 2-core machine): the same command again reads
     the finished workload back and the peaks from the store."""
@@ -294,9 +296,7 @@ def test_a_finished_workload_is_read_back_from_the_campaign_file(tmp_path):
 
 def test_bench_cli_bad_input_is_a_clear_error_and_writes_nothing(tmp_path):
     db = tmp_path / "bench.db"
-    for args, message in ((["--suite", "nope"], "no suite workload 'nope'"), (["--size", "huge"], "--size"),
-                          (["--forms", "eval"], "--forms")):
-        result = subprocess.run([sys.executable, "-m", "xtat.cli.app", "bench", *args, "--db", str(db),
-                                 "--report", str(tmp_path / "r")], capture_output=True, text=True, timeout=300)
-        assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+    result = subprocess.run([sys.executable, "-m", "xtat.cli.app", "bench", "--suite", "mlp,nope", "--db", str(db),
+                             "--report", str(tmp_path / "r")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "no suite workload 'nope'" in result.stderr, result.stderr[-2000:]
     assert not db.exists() and not (tmp_path / "r").exists()
