@@ -23,12 +23,13 @@ class Race:
 
     The smallest of n samples lies below the build's true median with probability
     1 - 0.5**n (a distribution-free order-statistic bound: 87.5% for 3 samples, 97% for 5),
-    so once even the fastest sample is above the incumbent's median times (1 + margin),
-    the build is slower and cannot become a finalist; the margin absorbs the noise of the
-    incumbent's own median.
+    so once even the fastest sample is above the incumbent's time times (1 + margin),
+    the build is slower and cannot become a finalist. The tuner passes the upper bound of
+    the incumbent's interval as its time, and the margin absorbs drift between the two
+    measurements.
     """
 
-    incumbent_s: float
+    incumbent_s: float  # the time to beat
     margin: float = 0.10
     min_samples: int = 3
 
