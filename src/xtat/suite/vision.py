@@ -260,9 +260,9 @@ class UNet(nn.Module):
             h = ResidualBlock(self.channels[level], self.groups, name=f"up_{level}")(
                 jnp.concatenate([h, skips.pop()], axis=-1), time)
             if level > 0:
-                batch, height, width, channels = h.shape
-                h = jax.image.resize(h, (batch, 2 * height, 2 * width, channels), "nearest")
-                h = nn.Conv(channels, (3, 3), name=f"upsample_{level}")(h)
+                batch, height, width, features = h.shape
+                h = jax.image.resize(h, (batch, 2 * height, 2 * width, features), "nearest")
+                h = nn.Conv(features, (3, 3), name=f"upsample_{level}")(h)
         h = nn.swish(nn.GroupNorm(self.groups, name="norm_out")(h))
         return nn.Conv(x.shape[-1], (3, 3), name="conv_out")(h)
 
