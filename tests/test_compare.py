@@ -177,6 +177,7 @@ def test_each_run_has_its_own_store(tmp_path):
     assert len({p.store for p in paths}) == 4 and all(p.store.parent == tmp_path / "moe-glam_train" for p in paths)
 
 
+@pytest.mark.slow  # two real tuning runs with finalists: ~50 s on the loaded 2-core development machine
 def test_a_larger_budget_continues_each_run_from_its_store(tmp_path):
     def plan(budget: int) -> CampaignPlan:
         return CampaignPlan((tiny_target("tiny_mlp"),), ("sweep",), budget=budget, seeds=1, db_dir=tmp_path,
