@@ -179,7 +179,9 @@ def _mixture_log_likelihood(draw: Mapping[str, jax.Array], data: Data) -> jax.Ar
 
 
 def _mixture_log_density(draw: Mapping[str, jax.Array], data: Data) -> jax.Array:
-    log_prior = (jnp.sum(_normal_logpdf(draw["means"], 0.0, 5.0)) + jnp.sum(_normal_logpdf(draw["log_scales"], 0.0, 1.0))
+    # means ~ N(0, 5), log scales ~ N(0, 1), weight logits ~ N(0, 1).
+    log_prior = (jnp.sum(_normal_logpdf(draw["means"], 0.0, 5.0))
+                 + jnp.sum(_normal_logpdf(draw["log_scales"], 0.0, 1.0))
                  + jnp.sum(_normal_logpdf(draw["weight_logits"], 0.0, 1.0)))
     return log_prior + jnp.sum(_mixture_log_likelihood(draw, data))
 
