@@ -13,6 +13,7 @@ import pytest
 import xtat
 from tiny import FAST
 from xtat.errors import UserError
+from xtat.stages.program.points import SCAN, level_points
 from xtat.suite import entries
 from xtat.suite.common import choose
 from xtat.suite.language import bert_task, gpt_task, lstm_task
@@ -100,6 +101,14 @@ def test_inference_step_is_finite_and_deterministic(name):
     fresh_out = step(*fresh)
     _assert_finite(fresh_out, f"{name} inference on seed 1")
     assert any(not np.array_equal(a, b) for a, b in zip(_leaves(fresh_out), _leaves(out)))
+
+
+def test_lstm_time_loop_is_a_scan_the_program_stage_can_unroll():
+    workload = entries()["lstm"].workload("inference", "small")
+    jaxpr = jax.make_jaxpr(workload.fn)(*workload.args).jaxpr
+    scans = [point for point in level_points(jaxpr, "") if point.kind == SCAN]
+    assert [point.id.split(":")[1] for point in scans] == ["len32"]  # 32 time steps
+    assert len(scans[0].values) > 1
 
 
 TASKS = (mlp_task, resnet_task, vit_task, mlp_mixer_task, unet_diffusion_task, bert_task, gpt_task, lstm_task,
