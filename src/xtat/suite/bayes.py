@@ -251,7 +251,8 @@ class SamplerSize:
     draws: int  # posterior draws the predictive step averages over
     new_points: int  # observations (or replicated studies) of new data
     observations: int = 0  # data set size, where the model has one
-    features: int = 0  # logistic regression: weights; mixture: components
+    features: int = 0  # logistic regression: weights
+    components: int = 0  # mixture: Gaussian components
     integration_steps: int = 0  # HMC leapfrog steps per transition
     max_doublings: int = 0  # NUTS: bound on the trajectory length, 2^d - 1 steps
 
@@ -372,18 +373,18 @@ def _eight_schools_inference(size_name: str) -> Workload:
 
 GAUSSIAN_MIXTURE = _chooser({
     "small": SamplerSize(chains=4, transitions=100, step_size=0.01, integration_steps=8, draws=500,
-                         new_points=512, observations=256, features=3),
+                         new_points=512, observations=256, components=3),
     "large": SamplerSize(chains=64, transitions=1000, step_size=0.002, integration_steps=16, draws=8000,
-                         new_points=16384, observations=16384, features=8),
+                         new_points=16384, observations=16384, components=8),
 })
 MIXTURE_DIMS = 2
 
 
 def _gaussian_mixture_train(size_name: str) -> Workload:
     size = GAUSSIAN_MIXTURE(size_name)
-    truth = _mixture_truth(size.features, MIXTURE_DIMS)
+    truth = _mixture_truth(size.components, MIXTURE_DIMS)
     points = _mixture_points(np.random.default_rng(1235), truth, size.observations)
-    parameters = size.features * (MIXTURE_DIMS + 2)
+    parameters = size.components * (MIXTURE_DIMS + 2)
 
     def algorithm(data: Data) -> blackjax.base.SamplingAlgorithm:
         return blackjax.hmc(lambda draw: _mixture_log_density(draw, data), size.step_size,
@@ -391,9 +392,9 @@ def _gaussian_mixture_train(size_name: str) -> Workload:
 
     # Every chain starts with its means on data points picked at random, unit scales, equal weights.
     start = np.random.default_rng(0)
-    positions = {"means": points[start.choice(size.observations, (size.chains, size.features))],
-                 "log_scales": np.zeros((size.chains, size.features), np.float32),
-                 "weight_logits": np.zeros((size.chains, size.features), np.float32)}
+    positions = {"means": points[start.choice(size.observations, (size.chains, size.components))],
+                 "log_scales": np.zeros((size.chains, size.components), np.float32),
+                 "weight_logits": np.zeros((size.chains, size.components), np.float32)}
 
     def make_inputs(seed: int) -> tuple:
         return positions, (points,), chain_keys(seed, size.chains)
@@ -404,7 +405,7 @@ def _gaussian_mixture_train(size_name: str) -> Workload:
 
 def _gaussian_mixture_inference(size_name: str) -> Workload:
     size = GAUSSIAN_MIXTURE(size_name)
-    truth = _mixture_truth(size.features, MIXTURE_DIMS)
+    truth = _mixture_truth(size.components, MIXTURE_DIMS)
     rng = np.random.default_rng(7)
     draws = {name: (value + 0.05 * rng.standard_normal((size.draws, *value.shape))).astype(np.float32)
              for name, value in truth.items()}

@@ -52,6 +52,15 @@ class HaloConfig:
     halo: int  # h: each block attends to its (b + 2h) x (b + 2h) neighbourhood
     stem_stride: int = 1
 
+    def __post_init__(self) -> None:
+        side = self.image // self.stem_stride
+        for stage in range(len(self.stage_channels)):
+            if (side >> stage) % self.block:
+                raise ValueError(f"stage {stage} is {side >> stage} pixels wide, "
+                                 f"not a multiple of the block {self.block}")
+        if 2 * self.halo > self.block:  # pad_slice takes a window's halo from the next block only
+            raise ValueError(f"halo {self.halo} is more than half the block {self.block}")
+
 
 SMALL = HaloConfig(image=32, batch=8, classes=10, stem_channels=64, stage_channels=(64, 128), bottleneck_ratio=2,
                    heads=4, block=8, halo=2)
