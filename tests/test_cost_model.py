@@ -172,16 +172,19 @@ def test_decision_features_name_values_not_positions():
 def test_racing_stops_a_slow_candidate_early_and_never_makes_it_a_finalist(db, monkeypatch):
     # TEST-ONLY: every candidate but the default sleeps 2 ms per call (the default takes ~0.2 ms).
     monkeypatch.setenv("XTAT_FAULT", "*:run:slow")
+    # 9 samples of 10 ms: the default's interval (what candidates race against) stays tight
+    # even when a busy machine stalls one sample.
+    timing = {**FAST, "samples": 9, "min_sample_s": 0.01}
     result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), strategy="random",
-                       objectives=("time", "memory"), **FAST)
+                       objectives=("time", "memory"), **timing)
     store = Store.open(db)
     trials = store.trials(store.workloads()[0].id)
     default = next(t for t in trials if not t.config)
     raced = [t for t in trials if t.config and t.status == "ok"]
-    assert raced and default.metrics["raced"] is False and len(default.samples) == FAST["samples"]
+    assert raced and default.metrics["raced"] is False and len(default.samples) == timing["samples"]
     for t in raced:
         assert t.metrics["raced"] is True
-        assert len(t.samples) == TuneSettings().race_min_samples < FAST["samples"]
+        assert len(t.samples) == TuneSettings().race_min_samples < timing["samples"]
         assert t.median_s > default.median_s * 5
         assert t.metrics["hlo"]["ops"]["dot"] == 3 and t.metrics["memory"]["peak_memory_in_bytes"] > 0
     assert result.finalists == [] and not result.adopted
