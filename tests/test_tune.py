@@ -115,5 +115,6 @@ def test_finalist_failing_on_second_inputs_is_demoted_never_adopted(db, monkeypa
     assert not result.adopted and result.best_config == {}
     demoted = [error for _, key, status, _, error in _rows(db) if status == "wrong_result"]
     assert demoted and all("make_inputs(1)" in error for error in demoted)
+    assert "failed re-verification" in result.message and "tie" not in result.message
     # every candidate was either demoted or shares its executable with another trial
     assert all(status in ("wrong_result", "duplicate") for _, key, status, _, _ in _rows(db) if key != "{}")

@@ -522,9 +522,13 @@ def _finalize(captured: Capture, store: Store, session: Session, workload_id: in
                 continue
         return _summary(base, m, True, f"adopted: {m['speedup']:.3f}x faster than the default", measured), spent
     top = measured[0] if measured else None
-    tie = top is not None and top["speedup_ci"][1] >= 1.0 and top["speedup_ci"][0] > 1.0
-    message = ("a tie: faster, but by less than the tie margin" if tie else "no significant improvement") + \
-        ": the default stays"
+    demoted = sum(m.get("verified_on_second_inputs") is False for m in measured)
+    tie = top is not None and top["speedup_ci"][0] > 1.0 and not demoted
+    if demoted:
+        message = f"no significant improvement: {demoted} faster finalist(s) failed re-verification and were demoted"
+    else:
+        message = "a tie: faster, but by less than the tie margin" if tie else "no significant improvement"
+    message += ": the default stays"
     return _summary(base, top, False, message, measured), spent
 
 
