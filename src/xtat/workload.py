@@ -212,7 +212,7 @@ def load_target(target: str) -> Workload:
         return suite_workload(target.removeprefix("suite:"))
     if ":" not in target:
         raise UserError(
-            f"TARGET {target!r} must look like 'package.module:attr' or 'path/to/file.py:attr'"
+            f"TARGET {target!r} must look like 'suite:NAME/FORM', 'package.module:attr' or 'path/to/file.py:attr'"
         )
     where, attr = target.rsplit(":", 1)
     try:

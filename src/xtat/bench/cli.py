@@ -8,23 +8,17 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from xtat.errors import UserError
 
-console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+from xtat.cli.common import console, fail as _fail, user_errors
 # Timing effort per sample: hidden because the tuner's defaults are right outside of tests.
 _HIDDEN = dict(hidden=True, show_default=False)
 
 
 def _names(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
-def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(2)
 
 
 def bench(
@@ -80,14 +74,8 @@ def bench(
                       f"{'read back from the earlier campaign' if o.read_back else f'new {o.new_trials}'}  "
                       f"{o.wall_s:.0f} s", highlight=False)
 
-    try:
+    with user_errors("finished trials are kept in the store; run the same command again to resume"):
         result = run_bench(settings, db=db, report_dir=report, on_workload=on_workload, on_outcome=on_outcome)
-    except UserError as exc:
-        _fail(str(exc))
-    except KeyboardInterrupt:
-        console.print("[bold yellow]interrupted[/]: finished trials are kept in the store; run the same "
-                      "command again to resume")
-        raise typer.Exit(130) from None
     files = write_report(bench_report(result), report)
     _print_summary(result)
     console.print(f"report: {files.markdown} and {files.html}  ({len(files.figures)} figures)")

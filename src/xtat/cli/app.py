@@ -10,25 +10,18 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from xtat.cli.common import console, fail as _fail, out, user_errors
 from xtat.errors import UserError
 from xtat.search import STRATEGIES
 from xtat.stages.base import STAGE_ORDER
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="xtat: autotune XLA for a JAX program.")
-console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-out = Console(width=None if sys.stdout.isatty() else 160)
 
 DEFAULT_TARGET = "xtat.suite.moe:moe_train_step"
 DbOption = typer.Option(None, "--db", help="SQLite database (default ~/.cache/xtat/xtat.db or $XTAT_DB).")
-
-
-def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(2)
 
 
 def _ms(value: float | None) -> str:
@@ -84,14 +77,8 @@ def tune(
             progress.update(task, completed=event.index,
                             info=f"failures {failures}  best {best}{'  (resumed)' if event.resumed else ''}")
 
-        try:
+        with user_errors():
             result = run_tune(workload, db=db, settings=settings, on_trial=on_trial)
-        except UserError as exc:
-            _fail(str(exc))
-        except KeyboardInterrupt:
-            console.print("[bold yellow]interrupted[/]: finished trials are kept; "
-                          "run the same command again to resume")
-            raise typer.Exit(130) from None
     table = Table(title=f"{result.workload}  [{result.fingerprint[:12]}]")
     for column in ("", "median ms", "95% CI ms"):
         table.add_column(column)

@@ -18,7 +18,7 @@ from rich.table import Table
 from xtat.errors import UserError
 from xtat.stages.base import STAGE_ORDER
 
-console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+from xtat.cli.common import console, fail as _fail, user_errors
 # Measurement effort and deadlines, passed on to every run; hidden because the defaults are right
 # outside of tests (which need them short).
 _HIDDEN = dict(hidden=True, show_default=False)
@@ -79,14 +79,8 @@ def compare(
             best = "-" if event.best_s is None else f"{event.best_s * 1e3:.3f} ms"
             progress.update(task, completed=event.index, info=f"best {best}")
 
-        try:
+        with user_errors("finished runs and trials are kept; run the same command again to continue"):
             runs = run_campaign(plan, on_run=on_run, on_trial=on_trial)
-        except UserError as exc:
-            _fail(str(exc))
-        except KeyboardInterrupt:
-            console.print("[bold yellow]interrupted[/]: finished runs and trials are kept; "
-                          "run the same command again to continue")
-            raise typer.Exit(130) from None
     analysis = analyze(runs, budget)
     wall_s = time.perf_counter() - started
     _print_tables(analysis, Console(stderr=as_json, width=None if sys.stdout.isatty() else 160))
@@ -119,6 +113,3 @@ def _print_tables(analysis, printer: Console) -> None:
         printer.print(line, highlight=False)
 
 
-def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(2)
