@@ -231,6 +231,7 @@ def _bench(db, folder, *extra) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # the campaign itself is covered in the default run by the read-back test below
 @pytest.mark.timeout(600)  # about a minute on a quiet 2-core machine; minutes when it is shared
 def test_bench_cli_tunes_and_reports(tmp_path):
     """Real XLA: moe-glam inference, budget 2, short timing, through the command line."""
