@@ -55,7 +55,7 @@ class TuneSettings:
     min_deadline_s: float = 30.0
     startup_deadline_s: float = 180.0
     # Racing (runner.timing.Race): stop timing a candidate whose fastest of >= race_min_samples
-    # samples is above the incumbent's median x (1 + race_margin). None: time every sample.
+    # samples is above the incumbent's upper interval bound x (1 + race_margin). None: time every sample.
     race_margin: float | None = 0.10
     race_min_samples: int = 3
     objectives: tuple[str, ...] = ("time",)  # with more, the result carries their Pareto front
