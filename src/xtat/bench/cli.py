@@ -12,13 +12,9 @@ from rich.table import Table
 
 from xtat.errors import UserError
 
-from xtat.cli.common import console, fail as _fail, user_errors
+from xtat.cli.common import console, fail as _fail, names, user_errors
 # Timing effort per sample: hidden because the tuner's defaults are right outside of tests.
 _HIDDEN = dict(hidden=True, show_default=False)
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def bench(
@@ -49,11 +45,11 @@ def bench(
     from xtat.report import write_report
 
     try:
-        suite_names = () if suite.strip() == "all" else _names(suite)
+        suite_names = () if suite.strip() == "all" else names(suite)
         if not suite_names and suite.strip() != "all":
             raise UserError("--suite: name one or more suite workloads, or all")
         timing = {k: v for k, v in dict(samples=samples, min_sample_s=min_sample_s).items() if v is not None}
-        settings = BenchSettings(suite=suite_names, size=size, forms=_names(forms), budget=budget,
+        settings = BenchSettings(suite=suite_names, size=size, forms=names(forms), budget=budget,
                                  time_per_workload_s=time_per_workload if time_per_workload is not None
                                  else (None if budget is not None else 60.0),
                                  seed=seed, rounds=rounds, ablation=ablation,

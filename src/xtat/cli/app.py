@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from xtat.cli.common import console, fail as _fail, out, user_errors
+from xtat.cli.common import console, fail as _fail, names, out, user_errors
 from xtat.errors import UserError
 from xtat.search import STRATEGIES
 from xtat.stages.base import STAGE_ORDER
@@ -58,10 +58,10 @@ def tune(
             time = 60.0  # the built-in workload's quick start takes about a minute
         settings = TuneSettings(budget=budget, time_s=time, seed=seed, allow_numerics_change=allow_numerics_change,
                                 rtol=rtol, atol=atol,
-                                options=tuple(o.strip() for o in options.split(",") if o.strip()) if options else None,
-                                stages=tuple(s.strip() for s in stages.split(",") if s.strip()),
+                                options=names(options) if options else None,
+                                stages=names(stages),
                                 formulation=formulation, strategy=strategy,
-                                objectives=tuple(o.strip() for o in objectives.split(",") if o.strip()))
+                                objectives=names(objectives))
     except UserError as exc:
         _fail(str(exc))
     failures = 0

@@ -15,6 +15,11 @@ console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)  # pr
 out = Console(width=None if sys.stdout.isatty() else 160)  # tables and results
 
 
+def names(text: str) -> tuple[str, ...]:
+    """A comma-separated option value (`--stages program,passes`) as its non-empty names."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 def fail(message: str) -> NoReturn:
     """Bad input: name what is wrong and what to do, exit 2."""
     console.print(f"[bold red]error:[/] {message}")

@@ -18,7 +18,7 @@ from rich.table import Table
 from xtat.errors import UserError
 from xtat.stages.base import STAGE_ORDER
 
-from xtat.cli.common import console, fail as _fail, user_errors
+from xtat.cli.common import console, fail as _fail, names, user_errors
 # Measurement effort and deadlines, passed on to every run; hidden because the defaults are right
 # outside of tests (which need them short).
 _HIDDEN = dict(hidden=True, show_default=False)
@@ -58,10 +58,9 @@ def compare(
     tuning = {k: v for k, v in dict(min_sample_s=min_sample_s, samples=samples, rounds=rounds,
                                     min_deadline_s=min_deadline_s).items() if v is not None}
     try:
-        plan = CampaignPlan(targets=tuple(targets), strategies=tuple(s.strip() for s in strategies.split(",")
-                                                                        if s.strip()),
+        plan = CampaignPlan(targets=tuple(targets), strategies=names(strategies),
                             budget=budget, seeds=seeds, db_dir=db or _default_dir(),
-                            stages=tuple(s.strip() for s in stages.split(",") if s.strip()), tuning=tuning)
+                            stages=names(stages), tuning=tuning)
     except UserError as exc:
         _fail(str(exc))
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
