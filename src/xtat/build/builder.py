@@ -66,9 +66,14 @@ def executable_identity(compiled) -> str:
         if not any(n == 8 for n, _ in parts):  # no object files: not the layout we know
             raise ValueError("unknown executable layout")
         module = _module_name(text)
+        canonical = []
         for number, value in parts:
             if number == 6 and module:  # thunk sequence: drop the per-compile module id
                 value = _without_module_id(value, module)
+            canonical.append((number, value))
+        # Repeated fields (object files, symbols) in sorted order: parallel LLVM codegen may
+        # hand back the same object files in another order on a busy machine.
+        for number, value in sorted(canonical):
             digest.update(number.to_bytes(2, "little") + len(value).to_bytes(8, "little") + value)
     except Exception:
         digest.update(serialize_executable.serialize(compiled)[0])
