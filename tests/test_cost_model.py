@@ -23,7 +23,8 @@ from xtat.search.random_search import RandomSearch
 from xtat.space.space import Decision, Space, config_key
 from xtat.stages.base import Candidate
 from xtat.store.sqlite import Store, Trial
-from xtat.tuner import TuneSettings, _finalize
+from xtat.tuner import TuneSettings
+from xtat.tuning.adoption import finalize
 from xtat.workload import capture
 
 OPTIONS = ("xla_cpu_opt_preset", "xla_backend_optimization_level", "xla_cpu_prefer_vector_width")
@@ -201,7 +202,7 @@ def test_a_raced_trial_is_never_a_finalist_even_if_its_partial_median_is_fast(tm
                            metrics={"raced": raced})
     captured = SimpleNamespace(name="w", fingerprint="fp")
     # No finalist means no worker is needed: the session is never touched.
-    summary, spent = _finalize(captured, store, None, workload, TuneSettings(), [])  # type: ignore[arg-type]
+    summary, spent = finalize(captured, store, None, workload, TuneSettings(), [])  # type: ignore[arg-type]
     assert summary["finalists"] == [] and not summary["adopted"] and spent == 0.0
 
 

@@ -1,6 +1,6 @@
 """Objectives beyond run time, and the Pareto front over them.
 
-Adoption is always decided on run time (the interval rule in `tuner._finalize`);
+Adoption is always decided on run time (the interval rule in `tuning.adoption.finalize`);
 compile time and peak memory are reported as trade-offs: the trials that no
 other trial beats on every chosen objective at once.
 """

@@ -1,0 +1,119 @@
+"""Adoption: the fastest finalists re-measured interleaved with the default in fresh workers,
+re-verified on a second input set, and adopted only when the speedup's interval clears the
+tie margin."""
+
+from __future__ import annotations
+
+import time
+
+from xtat.runner.pool import WorkerFailure
+from xtat.runner.session import DEFAULT_ID, Session
+from xtat.runner.timing import median_ci, speedup_ci
+from xtat.space.space import config_id
+from xtat.stages.base import Candidate, concretize
+from xtat.store.sqlite import Store
+from xtat.tuning.settings import TuneSettings
+from xtat.workload import Capture
+
+def outcome(base: dict, best: dict | None, adopted: bool, message: str, finalists: list[dict]) -> dict:
+    """The outcome fields of TuneResult; also stored with the result row so a rerun can report it."""
+    best = best or {"median_s": base["default_ms"] / 1e3, "ci_s": [x / 1e3 for x in base["default_ci_ms"]],
+                    "speedup": 1.0, "speedup_ci": [1.0, 1.0], "config": {}}
+    return {**base, "best_ms": best["median_s"] * 1e3, "best_ci_ms": [x * 1e3 for x in best["ci_s"]],
+            "speedup": best["speedup"], "speedup_ci": list(best["speedup_ci"]), "adopted": adopted,
+            "best_config": best["config"] if adopted else {}, "finalists": finalists, "message": message,
+            "no_ops": [], "notes": []}
+
+
+def finalize(captured: Capture, store: Store, session: Session, workload_id: int, settings: TuneSettings,
+              stages: list) -> tuple[dict, float]:
+    """Re-measure the top finalists interleaved with the default in fresh workers; adopt or not."""
+    trials = store.trials(workload_id)
+    default = next((t for t in trials if not t.config and t.status == "ok"), None)
+    assert default is not None and default.median_s is not None
+    candidates, seen = [], {default.exe_hash}
+    # A raced trial's median rests on a few samples of a candidate already known to be slower.
+    for t in sorted((t for t in trials if t.config and t.status == "ok" and t.median_s is not None
+                     and not (t.metrics or {}).get("raced")),
+                    key=lambda t: t.median_s):  # type: ignore[arg-type, return-value]
+        if t.exe_hash in seen or t.median_s >= default.median_s:  # type: ignore[operator]
+            continue
+        seen.add(t.exe_hash)
+        candidates.append(t)
+        if len(candidates) == settings.finalists:
+            break
+    base = {
+        "workload": captured.name, "fingerprint": captured.fingerprint,
+        "default_ms": default.median_s * 1e3,
+        "default_ci_ms": [default.ci_low_s * 1e3, default.ci_high_s * 1e3],  # type: ignore[operator]
+    }
+    if not candidates:
+        return outcome(base, None, False, "no significant improvement: no candidate beat the default", []), 0.0
+
+    builds = [(DEFAULT_ID, Candidate()), *((config_id(t.config), concretize(stages, t.config)) for t in candidates)]
+    start = time.perf_counter()
+    try:
+        samples = session.interleave(builds, settings.rounds, settings.timing)
+    except WorkerFailure as failure:
+        message = f"no significant improvement: finalist re-measurement failed ({failure.status}: {failure.error})"
+        return outcome(base, None, False, message, []), time.perf_counter() - start
+    spent = time.perf_counter() - start
+    if DEFAULT_ID not in samples:
+        return outcome(base, None, False, "no significant improvement: the default failed to rebuild", []), spent
+
+    base_samples = samples[DEFAULT_ID]
+    d_median, d_low, d_high = median_ci(base_samples, seed=settings.seed)
+    base.update(default_ms=d_median * 1e3, default_ci_ms=[d_low * 1e3, d_high * 1e3])
+    measured: list[dict] = []
+    for t in candidates:
+        cid = config_id(t.config)
+        if cid not in samples:
+            continue
+        s_median, s_low, s_high = speedup_ci(base_samples, samples[cid], seed=settings.seed)
+        c_median, c_low, c_high = median_ci(samples[cid], seed=settings.seed)
+        measured.append({"trial": t.id, "config": t.config, "median_s": c_median, "ci_s": [c_low, c_high],
+                         "speedup": s_median, "speedup_ci": [s_low, s_high]})
+    measured.sort(key=lambda m: -m["speedup"])
+
+    for m in measured:
+        if m["speedup_ci"][0] <= 1.0 + settings.tie_margin:
+            continue  # not faster, or a tie
+        if captured.verify_inputs is not None:
+            check = verify_on_second_inputs(session, concretize(stages, m["config"]), m, settings)
+            m["verified_on_second_inputs"] = bool(check.get("ok"))
+            if not check.get("ok"):
+                reason = check.get("mismatch") or check.get("error")
+                store.demote_trial(m["trial"], f"failed re-verification on make_inputs(1): {reason}")
+                continue
+        return outcome(base, m, True, f"adopted: {m['speedup']:.3f}x faster than the default", measured), spent
+    top = measured[0] if measured else None
+    demoted = sum(m.get("verified_on_second_inputs") is False for m in measured)
+    tie = top is not None and top["speedup_ci"][0] > 1.0 and not demoted
+    if demoted:
+        message = f"no significant improvement: {demoted} faster finalist(s) failed re-verification and were demoted"
+    else:
+        message = "a tie: faster, but by less than the tie margin" if tie else "no significant improvement"
+    message += ": the default stays"
+    return outcome(base, top, False, message, measured), spent
+
+
+def verify_on_second_inputs(session: Session, candidate: Candidate, finalist: dict,
+                             settings: TuneSettings) -> dict:
+    """Check a finalist on make_inputs(1), rebuilding it if an earlier check killed its worker."""
+    cid = config_id(finalist["config"])
+    try:
+        worker, started = session.worker_and_start(candidate.env)
+        if started:
+            reply = session.compile(worker, cid, candidate)
+            if not reply.get("ok"):
+                return reply
+        # Several checks: a config that is wrong only some of the time must not slip through.
+        for _ in range(settings.verify_repeats):
+            reply = worker.request("verify", session.measure_deadline_s, id=cid, input_set="verify",
+                                   tolerance=settings.tolerance)
+            if not reply.get("ok"):
+                return reply
+        return reply
+    except WorkerFailure as failure:
+        session.discard(candidate.env)
+        return {"ok": False, "error": f"{failure.status}: {failure.error}"}

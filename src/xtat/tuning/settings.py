@@ -1,0 +1,78 @@
+"""What a tuning run is asked to do."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from xtat.errors import UserError
+from xtat.model.objectives import OBJECTIVES
+from xtat.runner.timing import TimingPolicy
+from xtat.stages.base import STAGE_ORDER
+
+FORMULATIONS = ("joint", "staged", "alternating")
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    budget: int | None = 40  # configs considered, the default and resumed ones included
+    time_s: float | None = None  # wall-clock limit of the search loop
+    seed: int = 0
+    allow_numerics_change: bool = False
+    rtol: float | None = None
+    atol: float | None = None
+    options: tuple[str, ...] | None = None  # restrict the codegen stage to these XLA options
+    stages: tuple[str, ...] = STAGE_ORDER  # the stages whose decisions are searched
+    formulation: str = "joint"  # joint | staged | alternating
+    strategy: str = "sweep"  # a name in xtat.search.STRATEGIES
+    finalists: int = 3
+    verify_repeats: int = 3  # checks of a would-be winner on make_inputs(1); one failure demotes it
+    # Speedups whose interval reaches into [1, 1 + tie_margin] are ties: two builds of the
+    # same code in one worker differ by up to ~1.5% here (code and buffer placement).
+    tie_margin: float = 0.02
+    impossible_speedup: float = 50.0  # a candidate this much faster than the default is not trusted
+    rounds: int = 21  # interleaved rounds when re-measuring finalists
+    min_sample_s: float = 0.02
+    samples: int = 7
+    deadline_factor: float = 10.0  # deadlines are this multiple of the default's times
+    min_deadline_s: float = 30.0
+    startup_deadline_s: float = 180.0
+    # Racing (runner.timing.Race): stop timing a candidate whose fastest of >= race_min_samples
+    # samples is above the incumbent's upper interval bound x (1 + race_margin). None: time every sample.
+    race_margin: float | None = 0.10
+    race_min_samples: int = 3
+    objectives: tuple[str, ...] = ("time",)  # with more, the result carries their Pareto front
+
+    def __post_init__(self) -> None:
+        if self.budget is not None and self.budget < 1:
+            raise UserError("--budget must be at least 1")
+        if self.time_s is not None and self.time_s <= 0:
+            raise UserError("--time must be positive")
+        if (self.rtol is not None or self.atol is not None) and not self.allow_numerics_change:
+            raise UserError("--rtol/--atol set the tolerance for --allow-numerics-change; pass that flag too")
+        if self.allow_numerics_change and self.rtol is None and self.atol is None:
+            raise UserError("--allow-numerics-change needs a tolerance: pass --rtol and/or --atol")
+        if self.samples < 3 or self.rounds < 3:
+            raise UserError("samples and rounds must be at least 3")
+        unknown = [s for s in self.stages if s not in STAGE_ORDER]
+        if unknown or not self.stages:
+            raise UserError(f"--stages {list(self.stages)}: choose one or more of {', '.join(STAGE_ORDER)}")
+        from xtat.search import STRATEGIES
+
+        if self.strategy not in STRATEGIES:
+            raise UserError(f"--strategy {self.strategy!r}: choose one of {', '.join(STRATEGIES)}")
+        if self.formulation not in FORMULATIONS:
+            raise UserError(f"--formulation {self.formulation!r}: choose one of {', '.join(FORMULATIONS)}")
+        if not self.objectives or self.objectives[0] != "time" or \
+                any(o not in OBJECTIVES for o in self.objectives) or len(set(self.objectives)) < len(self.objectives):
+            raise UserError(f"--objectives {','.join(self.objectives)}: start with time, then any of "
+                            f"{', '.join(OBJECTIVES[1:])} (adoption is always on run time)")
+        if self.race_min_samples < 3 or (self.race_margin is not None and self.race_margin < 0):
+            raise UserError("racing needs race_min_samples >= 3 and race_margin >= 0 (or None to turn it off)")
+
+    @property
+    def timing(self) -> dict:
+        return asdict(TimingPolicy(min_sample_s=self.min_sample_s, samples=self.samples, seed=self.seed))
+
+    @property
+    def tolerance(self) -> dict:
+        return {"rtol": self.rtol, "atol": self.atol}
