@@ -30,7 +30,7 @@ def synthetic_run(workload: str, strategy: str, medians: list[float | None], see
                   final: float = 1.0, adopted: bool = False, spent_s: float = 1.0) -> RunRecord:
     """A SYNTHETIC run record: its curve from `synthetic_history`, its final speedup given."""
     return RunRecord(workload, strategy, seed, convergence(synthetic_history(medians, spent_s)), final,
-                     (final, final), adopted, wall_s=spent_s * len(medians))
+                     (final, final), adopted, wall_s=spent_s * len(medians), default_s=medians[0])
 
 
 def test_convergence_is_default_over_best_verified_so_far_with_summed_cost():
@@ -68,6 +68,17 @@ def test_trials_and_wall_to_95_percent_of_the_best_of_any_strategy():
     random, evolution = w.strategy("random"), w.strategy("evolution")
     assert (random.trials_to_target, random.wall_to_target_s) == (4, 8.0)  # 10/5.2 = 1.92x at trial 4
     assert (evolution.trials_to_target, evolution.wall_to_target_s) == (2, 2.0)
+
+
+def test_curves_are_rebased_on_the_median_default_so_a_slow_default_does_not_inflate_a_run():
+    runs = [synthetic_run("w", "random", [10.0, 5.0]), synthetic_run("w", "tpe", [11.0, 5.5]),
+            synthetic_run("w", "evolution", [30.0, 5.0])]  # its default measured in a slow spell
+    w = analyze(runs, budget=2).workloads[0]
+    assert w.reference_s == 11.0  # the median of 10, 11 and 30
+    assert w.best_speedup == pytest.approx(2.2) and w.target == pytest.approx(2.09)
+    # Against its own default the evolution run would show 6x and set a target nobody else reaches.
+    assert [w.strategy(s).trials_to_target for s in ("random", "tpe", "evolution")] == [2, None, 2]
+    assert w.strategy("tpe").best_found == pytest.approx(2.0)
 
 
 def test_not_reached_is_a_value_in_the_summary_and_the_table():

@@ -6,9 +6,12 @@ final speedups, so the numbers behind `xtat compare` can be checked on
 synthetic histories.
 
 Definitions (also in docs/compare.md):
-- best-so-far speedup after trial i = the default's median / the fastest
-  verified median among trials 1..i of that run (each run measures its own
-  default, so a run's speedups are relative to its own default);
+- best-so-far speedup after trial i = the workload's reference time / the
+  fastest verified median among trials 1..i of that run, where the reference
+  is the median over the workload's runs of their default measurements (each
+  run measures its own default; against a common reference, a default
+  measured in a slow or quick spell does not scale one run's whole curve, so
+  the curves compare the times the strategies found);
 - a workload's best speedup = the largest best-so-far speedup that any run on
   it reached; its target = `TARGET_FRACTION` of that;
 - trials (wall time) to target = the first trial (sum of `spent_s` up to and
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 TARGET_FRACTION = 0.95
@@ -37,7 +40,7 @@ class Point:
 
     trials: int  # configs considered so far, the default (trial 1) included
     wall_s: float  # sum of the trials' spent_s so far (compile, verify and time)
-    speedup: float  # best-so-far speedup over the run's own default
+    speedup: float  # best-so-far speedup: over the run's own default, or a common reference once rebased
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class RunRecord:
     final_speedup_ci: tuple[float, float]
     adopted: bool
     wall_s: float  # the whole tune call, finalists' re-measurement included
+    default_s: float  # the run's search-timing median of the default (its curve's numerator)
 
     @property
     def best_found(self) -> float:
@@ -76,6 +80,7 @@ class StrategySummary:
 @dataclass(frozen=True)
 class WorkloadSummary:
     workload: str
+    reference_s: float  # the median of the runs' default medians: every curve's numerator
     best_speedup: float  # the largest best-so-far speedup of any run on this workload
     best_by: str  # the strategy whose run found it
     target: float  # TARGET_FRACTION * best_speedup
@@ -128,6 +133,13 @@ def convergence(history: Sequence[Mapping]) -> tuple[Point, ...]:
     return tuple(points)
 
 
+def rebased(run: RunRecord, reference_s: float) -> RunRecord:
+    """The run with its curve's speedups relative to `reference_s` instead of its own default."""
+    factor = reference_s / run.default_s
+    return replace(run, default_s=reference_s,
+                   curve=tuple(replace(p, speedup=p.speedup * factor) for p in run.curve))
+
+
 def first_reaching(curve: Sequence[Point], target: float) -> Point | None:
     """The first point whose best-so-far speedup is at least `target` (None: never)."""
     return next((p for p in curve if p.speedup >= target), None)
@@ -174,11 +186,12 @@ def summarize_strategy(strategy: str, runs: Sequence[RunRecord], target: float) 
 
 
 def summarize_workload(workload: str, runs: Sequence[RunRecord]) -> WorkloadSummary:
+    """`runs` rebased on one reference already (see `analyze`)."""
     best = max(runs, key=lambda r: r.best_found)
     target = TARGET_FRACTION * best.best_found
     strategies = list(dict.fromkeys(r.strategy for r in runs))  # in the order they were run
     return WorkloadSummary(
-        workload=workload, best_speedup=best.best_found, best_by=best.strategy, target=target,
+        workload=workload, reference_s=best.default_s, best_speedup=best.best_found, best_by=best.strategy, target=target,
         strategies=tuple(summarize_strategy(s, [r for r in runs if r.strategy == s], target) for s in strategies),
     )
 
@@ -238,6 +251,11 @@ def analyze(runs: Sequence[RunRecord], budget: int) -> CampaignAnalysis:
     if not runs:
         raise ValueError("no runs to analyze")
     names = list(dict.fromkeys(r.workload for r in runs))
-    workloads = tuple(summarize_workload(n, [r for r in runs if r.workload == n]) for n in names)
+    common: list[RunRecord] = []
+    for name in names:
+        mine = [r for r in runs if r.workload == name]
+        reference_s = statistics.median(r.default_s for r in mine)
+        common += [rebased(r, reference_s) for r in mine]
+    workloads = tuple(summarize_workload(n, [r for r in common if r.workload == n]) for n in names)
     return CampaignAnalysis(budget=budget, target_fraction=TARGET_FRACTION, workloads=workloads,
-                            summary=summarize_campaign(workloads, runs, budget))
+                            summary=summarize_campaign(workloads, common, budget))

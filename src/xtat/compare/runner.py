@@ -110,7 +110,7 @@ def record_from_result(workload: str, strategy: str, seed: int, result: Mapping[
     return RunRecord(
         workload=workload, strategy=strategy, seed=seed, curve=convergence(result["history"]),
         final_speedup=result["speedup"], final_speedup_ci=tuple(result["speedup_ci"]),  # type: ignore[arg-type]
-        adopted=result["adopted"], wall_s=result["wall_s"],
+        adopted=result["adopted"], wall_s=result["wall_s"], default_s=result["history"][0]["median_s"],
     )
 
 
