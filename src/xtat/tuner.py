@@ -8,8 +8,6 @@ a run live in `xtat.tuning`; this module wires them together.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict
@@ -24,36 +22,15 @@ from xtat.store.sqlite import Store, Trial
 from xtat.tuning.adoption import finalize
 from xtat.tuning.loop import SearchLoop, formulate
 from xtat.tuning.result import TrialEvent, TuneResult
+from xtat.tuning.session import make_stages, open_session, rewritten_exporter
 from xtat.tuning.settings import FORMULATIONS, TuneSettings
-from xtat.workload import Capture, Workload, capture, export_flat
+from xtat.workload import Capture, Workload, capture
 
 __all__ = ["FORMULATIONS", "TrialEvent", "TuneResult", "TuneSettings", "make_stages", "rewritten_exporter", "tune"]
 
 
 def _counts(trials: list[Trial]) -> dict[str, int]:
     return dict(sorted(Counter(t.status for t in trials).items()))
-
-
-def make_stages() -> list:
-    """Every stage, in order. Configs are always concretized by all of them, so
-    records made with other --stages still build the same candidate."""
-    from xtat.stages.codegen import CodegenStage
-    from xtat.stages.passes import PassesStage
-    from xtat.stages.program.stage import ProgramStage
-    from xtat.stages.runtime import RuntimeStage
-
-    runtime, program = RuntimeStage(), ProgramStage()
-    return [runtime, program, PassesStage([runtime, program]), CodegenStage()]
-
-
-def rewritten_exporter(workload: Workload) -> Callable[[dict], bytes]:
-    """Exports the workload's program with a set of program-stage rewrites applied."""
-    def export(program: dict) -> bytes:
-        from xtat.stages.program import rewrite
-
-        return export_flat(rewrite(workload.fn, program), workload.args, workload.kwargs or {})
-
-    return export
 
 
 def tune(
@@ -76,15 +53,11 @@ def tune(
 
         codegen_space(captured.identity.env["platform"], settings.allow_numerics_change, settings.options)
     store = Store.open(db)
-    folder = Path(tempfile.mkdtemp(prefix="xtat-run-"))
-    session = Session(folder, captured.exported, captured.inputs, captured.verify_inputs, rewritten_exporter(workload),
-                      settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
     try:
-        return _tune(captured, store, session, settings, started, on_trial)
+        with open_session(captured, settings) as session:
+            return _tune(captured, store, session, settings, started, on_trial)
     finally:
-        session.close()
         store.close()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _tune(captured: Capture, store: Store, session: Session, settings: TuneSettings, started: float,

@@ -10,16 +10,14 @@ interaction.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 from xtat.errors import UserError
-from xtat.runner.session import DEFAULT_ID, Session
-from xtat.runner.timing import median_ci, speedup_ci
-from xtat.stages.base import STAGE_ORDER, Candidate, concretize
+from xtat.stages.base import STAGE_ORDER
 from xtat.store.sqlite import Store
-from xtat.tuner import TuneSettings, make_stages, rewritten_exporter
+from xtat.tuning.session import make_stages, open_session
+from xtat.tuning.settings import TuneSettings
+from xtat.tuning.side_by_side import side_by_side
 from xtat.workload import Workload, capture
 
 FULL = "adopted"
@@ -38,38 +36,26 @@ def explain(workload: Workload, db: str | Path | None = None, settings: TuneSett
         raise UserError(f"{captured.name}: no adopted config in the store for this program and versions; "
                         "run `xtat tune` first (nothing to explain)")
     config = result.config
-    stages = make_stages()
     variants = {FULL: config}
     for stage in (s for s in STAGE_ORDER if s in config):
         variants[f"without {stage}"] = {k: v for k, v in config.items() if k != stage}
-    folder = Path(tempfile.mkdtemp(prefix="xtat-explain-"))
-    session = Session(folder, captured.exported, captured.inputs, None, rewritten_exporter(workload),
-                      settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
-    try:
-        builds = [(DEFAULT_ID, Candidate())]
-        builds += [(name.replace(" ", "_"), concretize(stages, variant)) for name, variant in variants.items()]
-        samples = session.interleave(builds, settings.rounds, settings.timing)
-    finally:
-        session.close()
-        shutil.rmtree(folder, ignore_errors=True)
-    base = samples[DEFAULT_ID]
+    with open_session(captured, settings, verify_inputs=False, prefix="xtat-explain-") as session:
+        measured = side_by_side(session, make_stages(), variants, settings)
+    if measured.default is None:
+        raise UserError(f"{captured.name}: the default failed to build; nothing to compare against")
     rows = {}
-    for name, variant in variants.items():
-        key = name.replace(" ", "_")
-        if key not in samples:
-            rows[name] = {"config": variant, "error": "failed to build"}
-            continue
-        s, lo, hi = speedup_ci(base, samples[key], seed=settings.seed)
-        m, mlo, mhi = median_ci(samples[key], seed=settings.seed)
-        rows[name] = {"config": variant, "median_ms": m * 1e3, "ci_ms": [mlo * 1e3, mhi * 1e3],
-                      "speedup": s, "speedup_ci": [lo, hi]}
+    for name, m in measured.configs.items():
+        rows[name] = {"config": m.config, "error": m.error} if m.error else {
+            "config": m.config, "median_ms": m.median_s * 1e3, "ci_ms": [x * 1e3 for x in m.ci_s],  # type: ignore
+            "speedup": m.speedup, "speedup_ci": list(m.speedup_ci)}  # type: ignore[arg-type]
     full = rows[FULL].get("speedup", 1.0)
     shares = {}
     for name, row in rows.items():
         if name != FULL and "speedup" in row and full != 1.0:
             shares[name.removeprefix("without ")] = (full - row["speedup"]) / (full - 1.0)
-    d, dlo, dhi = median_ci(base, seed=settings.seed)
+    d = measured.default
     return {"workload": captured.name, "fingerprint": captured.fingerprint, "config": config,
-            "default_ms": d * 1e3, "default_ci_ms": [dlo * 1e3, dhi * 1e3], "variants": rows,
+            "default_ms": d.median_s * 1e3, "default_ci_ms": [x * 1e3 for x in d.ci_s],  # type: ignore
+            "variants": rows,
             "stage_shares": shares, "interaction": 1.0 - sum(shares.values()) if shares else 0.0,
             "rounds": settings.rounds}

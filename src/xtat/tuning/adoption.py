@@ -7,13 +7,14 @@ from __future__ import annotations
 import time
 
 from xtat.runner.pool import WorkerFailure
-from xtat.runner.session import DEFAULT_ID, Session
-from xtat.runner.timing import median_ci, speedup_ci
+from xtat.runner.session import Session
 from xtat.space.space import config_id
 from xtat.stages.base import Candidate, concretize
 from xtat.store.sqlite import Store
 from xtat.tuning.settings import TuneSettings
+from xtat.tuning.side_by_side import side_by_side
 from xtat.workload import Capture
+
 
 def outcome(base: dict, best: dict | None, adopted: bool, message: str, finalists: list[dict]) -> dict:
     """The outcome fields of TuneResult; also stored with the result row so a rerun can report it."""
@@ -50,29 +51,21 @@ def finalize(captured: Capture, store: Store, session: Session, workload_id: int
     if not candidates:
         return outcome(base, None, False, "no significant improvement: no candidate beat the default", []), 0.0
 
-    builds = [(DEFAULT_ID, Candidate()), *((config_id(t.config), concretize(stages, t.config)) for t in candidates)]
     start = time.perf_counter()
     try:
-        samples = session.interleave(builds, settings.rounds, settings.timing)
+        result = side_by_side(session, stages, {str(t.id): t.config for t in candidates}, settings)
     except WorkerFailure as failure:
         message = f"no significant improvement: finalist re-measurement failed ({failure.status}: {failure.error})"
         return outcome(base, None, False, message, []), time.perf_counter() - start
     spent = time.perf_counter() - start
-    if DEFAULT_ID not in samples:
+    if result.default is None:
         return outcome(base, None, False, "no significant improvement: the default failed to rebuild", []), spent
 
-    base_samples = samples[DEFAULT_ID]
-    d_median, d_low, d_high = median_ci(base_samples, seed=settings.seed)
-    base.update(default_ms=d_median * 1e3, default_ci_ms=[d_low * 1e3, d_high * 1e3])
-    measured: list[dict] = []
-    for t in candidates:
-        cid = config_id(t.config)
-        if cid not in samples:
-            continue
-        s_median, s_low, s_high = speedup_ci(base_samples, samples[cid], seed=settings.seed)
-        c_median, c_low, c_high = median_ci(samples[cid], seed=settings.seed)
-        measured.append({"trial": t.id, "config": t.config, "median_s": c_median, "ci_s": [c_low, c_high],
-                         "speedup": s_median, "speedup_ci": [s_low, s_high]})
+    d = result.default
+    base.update(default_ms=d.median_s * 1e3, default_ci_ms=[x * 1e3 for x in d.ci_s])  # type: ignore[operator, union-attr]
+    measured = [{"trial": t.id, "config": t.config, "median_s": m.median_s, "ci_s": list(m.ci_s),
+                 "speedup": m.speedup, "speedup_ci": list(m.speedup_ci)}  # type: ignore[arg-type]
+                for t in candidates if (m := result.configs[str(t.id)]).error is None]
     measured.sort(key=lambda m: -m["speedup"])
 
     for m in measured:

@@ -16,6 +16,7 @@ from xtat.tuning.measure import measure
 from xtat.tuning.result import TrialEvent
 from xtat.tuning.settings import TuneSettings
 
+
 class SearchLoop:
     """The search loop shared by every formulation: ask, measure or resume, tell, count."""
 

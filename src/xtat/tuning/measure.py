@@ -13,6 +13,7 @@ from xtat.stages.base import Candidate
 from xtat.store.sqlite import Store, Trial
 from xtat.tuning.settings import TuneSettings
 
+
 def measure(store: Store, session: Session, workload_id: int, run_id: int, config: Config, candidate: Candidate,
              key: str, settings: TuneSettings) -> tuple[Trial, float]:
     """Compile, deduplicate, verify and time one config; always leaves a final status."""

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from xtat.space.space import Config
 
+
 @dataclass(frozen=True)
 class TrialEvent:
     """What the progress display learns after each config."""

@@ -1,0 +1,52 @@
+"""The stages and the worker session of a run: what turns a config into a candidate, and the
+workers that build and time candidates of one captured workload."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from xtat.runner.session import Session
+from xtat.tuning.settings import TuneSettings
+from xtat.workload import Capture, Workload, export_flat
+
+
+def make_stages() -> list:
+    """Every stage, in order. Configs are always concretized by all of them, so
+    records made with other --stages still build the same candidate."""
+    from xtat.stages.codegen import CodegenStage
+    from xtat.stages.passes import PassesStage
+    from xtat.stages.program.stage import ProgramStage
+    from xtat.stages.runtime import RuntimeStage
+
+    runtime, program = RuntimeStage(), ProgramStage()
+    return [runtime, program, PassesStage([runtime, program]), CodegenStage()]
+
+
+def rewritten_exporter(workload: Workload) -> Callable[[dict], bytes]:
+    """Exports the workload's program with a set of program-stage rewrites applied."""
+    def export(program: dict) -> bytes:
+        from xtat.stages.program import rewrite
+
+        return export_flat(rewrite(workload.fn, program), workload.args, workload.kwargs or {})
+
+    return export
+
+
+@contextmanager
+def open_session(captured: Capture, settings: TuneSettings, *, verify_inputs: bool = True,
+                 prefix: str = "xtat-run-") -> Iterator[Session]:
+    """Workers for `captured` in a private folder; every worker stops and the folder goes on exit.
+    Without `verify_inputs` the second input set is not sent (nothing will be re-verified)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    session = Session(folder, captured.exported, captured.inputs,
+                      captured.verify_inputs if verify_inputs else None, rewritten_exporter(captured.workload),
+                      settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
+    try:
+        yield session
+    finally:
+        session.close()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,62 @@
+"""Configs measured side by side: each interleaved with the default, round by round in a new
+order, in fresh workers, and reported as paired speedups with bootstrap intervals.
+
+One procedure for every decision that compares configs after the search: adoption (the
+finalists), `xtat explain` (a config without each of its stages) and `xtat compare` (every
+strategy's incumbents).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from xtat.runner.session import DEFAULT_ID, Session
+from xtat.runner.timing import median_ci, speedup_ci
+from xtat.space.space import Config, config_id
+from xtat.stages.base import Candidate, concretize
+from xtat.tuning.settings import TuneSettings
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One config's side-by-side result; `error` set (and nothing else) when it did not build."""
+
+    config: Config
+    median_s: float | None = None
+    ci_s: tuple[float, float] | None = None
+    speedup: float | None = None  # the default's time / this config's, paired by round
+    speedup_ci: tuple[float, float] | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    default: Measured | None  # None: the default did not build, so nothing has a speedup
+    configs: dict[str, Measured]  # by the caller's names
+
+
+def side_by_side(session: Session, stages: list, configs: Mapping[str, Config],
+                 settings: TuneSettings) -> SideBySide:
+    """Measure `configs` (by name) interleaved with the default for `settings.rounds` rounds.
+    A config that fails to build gets an error; a worker failure while timing propagates
+    (`WorkerFailure`), as the caller must decide what a failed comparison means."""
+    ids = {name: config_id(config) if config else DEFAULT_ID for name, config in configs.items()}
+    builds = [(DEFAULT_ID, Candidate())]
+    for name, config in configs.items():
+        if ids[name] not in dict(builds):
+            builds.append((ids[name], concretize(stages, config)))
+    samples = session.interleave(builds, settings.rounds, settings.timing)
+    base = samples.get(DEFAULT_ID)
+    if base is None:
+        return SideBySide(None, {name: Measured(config, error="the default failed to build")
+                                 for name, config in configs.items()})
+
+    def measured(config: Config, own: list[float]) -> Measured:
+        median, low, high = median_ci(own, seed=settings.seed)
+        speedup, s_low, s_high = speedup_ci(base, own, seed=settings.seed)
+        return Measured(config, median, (low, high), speedup, (s_low, s_high))
+
+    rows = {name: measured(config, samples[ids[name]]) if ids[name] in samples
+            else Measured(config, error="failed to build") for name, config in configs.items()}
+    return SideBySide(measured({}, base), rows)
