@@ -117,7 +117,6 @@ def test_report_model_rejects_bad_blocks():
 # -- statistics and the campaign's pieces -----------------------------------------------------
 
 
-
 def test_geometric_mean_and_its_bootstrap_interval():
     mean = geometric_mean([1.0, 2.0, 4.0])
     assert mean.value == pytest.approx(2.0) and mean.count == 3

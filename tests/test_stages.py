@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import xtat
-from tiny import FAST, mlp, tiny_mlp
+from tiny import FAST, tiny_mlp
 from xtat.search.sweep import SweepThenRandom
 from xtat.space.space import Decision, Space
 from xtat.stages.base import Candidate, concretize

@@ -98,7 +98,6 @@ def _default_debug_options_bytes() -> bytes:
     return data
 
 
-
 _KINDS = {
     _F.TYPE_BOOL: "bool",
     _F.TYPE_INT32: "int",
