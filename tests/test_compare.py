@@ -9,12 +9,14 @@ import sys
 import pytest
 
 from tiny import FAST, tiny_target
-from xtat.compare.analysis import (BASELINE, Point, RunRecord, analyze, convergence, first_reaching,
+from xtat.compare.analysis import (BASELINE, Point, RunRecord, analyze, convergence, first_reaching, incumbents,
                                    median_by_trials, median_by_wall, median_not_reached_last)
+from xtat.compare.remeasure import remeasure, remeasured_path
 from xtat.compare.report import campaign_report
 from xtat.compare.runner import CampaignPlan, available_strategies, record_from_result, run_campaign, run_paths
 from xtat.errors import UserError
 from xtat.report import to_html, to_markdown
+from xtat.tuner import TuneSettings
 
 XTAT = [sys.executable, "-m", "xtat.cli.app"]
 
@@ -29,8 +31,14 @@ def synthetic_history(medians: list[float | None], spent_s: float = 1.0) -> list
 def synthetic_run(workload: str, strategy: str, medians: list[float | None], seed: int = 0,
                   final: float = 1.0, adopted: bool = False, spent_s: float = 1.0) -> RunRecord:
     """A SYNTHETIC run record: its curve from `synthetic_history`, its final speedup given."""
-    return RunRecord(workload, strategy, seed, convergence(synthetic_history(medians, spent_s)), final,
-                     (final, final), adopted, wall_s=spent_s * len(medians), default_s=medians[0])
+    history = synthetic_history(medians, spent_s)
+    return RunRecord(workload, strategy, seed, convergence(history), final, (final, final), adopted,
+                     wall_s=spent_s * len(medians), default_s=medians[0], incumbents=incumbents(history))
+
+
+def key(index: int) -> str:
+    """The config key of trial `index` of a synthetic history."""
+    return json.dumps({"codegen": {"x": index}}, sort_keys=True, separators=(",", ":"))
 
 
 def test_convergence_is_default_over_best_verified_so_far_with_summed_cost():
@@ -79,6 +87,37 @@ def test_curves_are_rebased_on_the_median_default_so_a_slow_default_does_not_inf
     # Against its own default the evolution run would show 6x and set a target nobody else reaches.
     assert [w.strategy(s).trials_to_target for s in ("random", "tpe", "evolution")] == [2, None, 2]
     assert w.strategy("tpe").best_found == pytest.approx(2.0)
+
+
+def test_incumbents_are_the_fastest_verified_config_so_far():
+    assert incumbents(synthetic_history([10.0, 8.0, None, 9.0, 5.0])) == ("{}", key(2), key(2), key(2), key(5))
+
+
+def test_remeasured_curves_replace_lucky_search_timings():
+    # Search timing says evolution's trial 2 is 5x; side by side it is 1.05x. Random's trial 3 is 1.5x.
+    runs = [synthetic_run("w", "evolution", [10.0, 2.0, 9.0]), synthetic_run("w", "random", [10.0, 9.0, 8.0])]
+    evolution_key, random_keys = key(2), (key(2), key(3))  # the synthetic configs of both runs share keys
+    assert analyze(runs, budget=3).workloads[0].best_speedup == 5.0  # from search timing
+    speedups = {evolution_key: 1.05, random_keys[1]: 1.5}
+    w = analyze(runs, budget=3, remeasured={"w": speedups}).workloads[0]
+    assert w.remeasured and w.best_by == "random" and w.best_speedup == 1.5
+    assert [v for _, v in w.strategy("random").by_trials] == [1.0, 1.05, 1.5]
+    assert w.strategy("evolution").trials_to_target is None and w.strategy("random").trials_to_target == 3
+    # An incumbent that did not rebuild keeps the value before it.
+    partial = analyze(runs, budget=3, remeasured={"w": {random_keys[1]: 1.5}}).workloads[0]
+    assert [v for _, v in partial.strategy("evolution").by_trials] == [1.0, 1.0, 1.0]
+
+
+def test_remeasure_reads_back_a_record_covering_every_incumbent(tmp_path):
+    runs = [synthetic_run("w", "random", [10.0, 9.0, 8.0])]
+    settings = TuneSettings(**FAST)
+    recorded = {key(2): {"speedup": 1.1, "speedup_ci": [1.0, 1.2]}, key(3): {"error": "failed to build"}}
+    remeasured_path(tmp_path).write_text(json.dumps({
+        "format": "xtat-compare-remeasure/1", "speedups": recorded,
+        "settings": {"rounds": settings.rounds, "min_sample_s": settings.min_sample_s,
+                     "samples": settings.samples, "seed": settings.seed}}))
+    # No workload is given: reading back must not capture or measure anything.
+    assert remeasure(None, runs, tmp_path, settings) == recorded  # type: ignore[arg-type]
 
 
 def test_not_reached_is_a_value_in_the_summary_and_the_table():
@@ -220,7 +259,10 @@ def test_compare_cli_end_to_end_on_tiny_then_resumes_without_measuring(tmp_path)
     assert (tmp_path / "report" / "report.html").read_text().count("data:image/png;base64,") == 1
     assert "| strategy | trials to 95% |" in (tmp_path / "report" / "report.md").read_text()
     records = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*.json")}
-    assert len(records) == len(strategies)
+    remeasured = document["remeasured"]["tiny_mlp"]  # every incumbent but the default, measured side by side
+    incumbents = {k for r in document["runs"] for k in r["incumbents"]} - {"{}"}
+    assert set(remeasured) <= incumbents and len(remeasured) >= len(incumbents) - 1  # one may fail to rebuild
+    assert len(records) == len(strategies) + bool(incumbents)  # + remeasured.json
 
     again = _compare(*args)  # the same command: every run is read back, nothing is measured
     assert again.returncode == 0, again.stderr[-3000:]

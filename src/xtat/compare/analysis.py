@@ -6,7 +6,12 @@ final speedups, so the numbers behind `xtat compare` can be checked on
 synthetic histories.
 
 Definitions (also in docs/compare.md):
-- best-so-far speedup after trial i = the workload's reference time / the
+- a run's incumbent after trial i = its fastest verified config among trials
+  1..i by search timing (what it would return if stopped there);
+- best-so-far speedup after trial i = the incumbent's speedup re-measured side
+  by side with every other run's incumbents and the default after the runs
+  (`compare.remeasure`), when that was done; otherwise, from search timing,
+  the workload's reference time / the
   fastest verified median among trials 1..i of that run, where the reference
   is the median over the workload's runs of their default measurements (each
   run measures its own default; against a common reference, a default
@@ -26,6 +31,8 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
+
+from xtat.space.space import config_key
 
 TARGET_FRACTION = 0.95
 REFERENCE = "random"  # what the contenders' trials-to-target are divided by
@@ -56,6 +63,7 @@ class RunRecord:
     adopted: bool
     wall_s: float  # the whole tune call, finalists' re-measurement included
     default_s: float  # the run's search-timing median of the default (its curve's numerator)
+    incumbents: tuple[str, ...] = ()  # the key of the run's incumbent after each trial ("{}": the default)
 
     @property
     def best_found(self) -> float:
@@ -80,7 +88,8 @@ class StrategySummary:
 @dataclass(frozen=True)
 class WorkloadSummary:
     workload: str
-    reference_s: float  # the median of the runs' default medians: every curve's numerator
+    reference_s: float  # the median of the runs' default medians: every search-timing curve's numerator
+    remeasured: bool  # curves from the incumbents' side-by-side re-measurement, not from search timing
     best_speedup: float  # the largest best-so-far speedup of any run on this workload
     best_by: str  # the strategy whose run found it
     target: float  # TARGET_FRACTION * best_speedup
@@ -131,6 +140,26 @@ def convergence(history: Sequence[Mapping]) -> tuple[Point, ...]:
             best_s = min(best_s, event["median_s"])
         points.append(Point(trials, wall_s, default_s / best_s))
     return tuple(points)
+
+
+def incumbents(history: Sequence[Mapping]) -> tuple[str, ...]:
+    """The key of the run's incumbent (fastest verified config so far) after each trial."""
+    best_s, best_key, keys = math.inf, config_key({}), []
+    for event in history:
+        if event["status"] in VERIFIED and event["median_s"] and event["median_s"] < best_s:
+            best_s, best_key = event["median_s"], config_key(event["config"])
+        keys.append(best_key)
+    return tuple(keys)
+
+
+def with_remeasured(run: RunRecord, speedups: Mapping[str, float]) -> RunRecord:
+    """The run with its curve's speedups those of its incumbents as re-measured; an incumbent
+    that did not rebuild keeps the value before it."""
+    value, points = 1.0, []
+    for point, key in zip(run.curve, run.incumbents, strict=True):
+        value = 1.0 if key == config_key({}) else speedups.get(key, value)
+        points.append(replace(point, speedup=value))
+    return replace(run, curve=tuple(points))
 
 
 def rebased(run: RunRecord, reference_s: float) -> RunRecord:
@@ -185,13 +214,14 @@ def summarize_strategy(strategy: str, runs: Sequence[RunRecord], target: float) 
     )
 
 
-def summarize_workload(workload: str, runs: Sequence[RunRecord]) -> WorkloadSummary:
-    """`runs` rebased on one reference already (see `analyze`)."""
+def summarize_workload(workload: str, runs: Sequence[RunRecord], remeasured: bool = False) -> WorkloadSummary:
+    """`runs` on one reference already, rebased or re-measured (see `analyze`)."""
     best = max(runs, key=lambda r: r.best_found)
     target = TARGET_FRACTION * best.best_found
     strategies = list(dict.fromkeys(r.strategy for r in runs))  # in the order they were run
     return WorkloadSummary(
-        workload=workload, reference_s=best.default_s, best_speedup=best.best_found, best_by=best.strategy, target=target,
+        workload=workload, reference_s=statistics.median(r.default_s for r in runs), remeasured=remeasured,
+        best_speedup=best.best_found, best_by=best.strategy, target=target,
         strategies=tuple(summarize_strategy(s, [r for r in runs if r.strategy == s], target) for s in strategies),
     )
 
@@ -246,16 +276,23 @@ def summarize_campaign(workloads: Sequence[WorkloadSummary], runs: Sequence[RunR
     )
 
 
-def analyze(runs: Sequence[RunRecord], budget: int) -> CampaignAnalysis:
-    """Every table and curve of a campaign, from its runs."""
+def analyze(runs: Sequence[RunRecord], budget: int,
+            remeasured: Mapping[str, Mapping[str, float]] | None = None) -> CampaignAnalysis:
+    """Every table and curve of a campaign, from its runs and, per workload where it was done,
+    the re-measured speedups of its incumbents by config key."""
+    remeasured = remeasured or {}
     if not runs:
         raise ValueError("no runs to analyze")
     names = list(dict.fromkeys(r.workload for r in runs))
     common: list[RunRecord] = []
     for name in names:
         mine = [r for r in runs if r.workload == name]
-        reference_s = statistics.median(r.default_s for r in mine)
-        common += [rebased(r, reference_s) for r in mine]
-    workloads = tuple(summarize_workload(n, [r for r in common if r.workload == n]) for n in names)
+        if name in remeasured:
+            common += [with_remeasured(r, remeasured[name]) for r in mine]
+        else:
+            reference_s = statistics.median(r.default_s for r in mine)
+            common += [rebased(r, reference_s) for r in mine]
+    workloads = tuple(summarize_workload(n, [r for r in common if r.workload == n], n in remeasured)
+                      for n in names)
     return CampaignAnalysis(budget=budget, target_fraction=TARGET_FRACTION, workloads=workloads,
                             summary=summarize_campaign(workloads, common, budget))

@@ -52,7 +52,7 @@ def compare(
     """Run each strategy on each workload with each seed at the same budget, then compare:
     trials and time to 95% of the best speedup found, final speedups, convergence."""
     from xtat.compare.analysis import analyze
-    from xtat.compare.runner import CampaignPlan, RunStart, run_campaign
+    from xtat.compare.runner import CampaignPlan, RunStart, remeasure_campaign, run_campaign
 
     started = time.perf_counter()
     tuning = {k: v for k, v in dict(min_sample_s=min_sample_s, samples=samples, rounds=rounds,
@@ -80,7 +80,13 @@ def compare(
 
         with user_errors("finished runs and trials are kept; run the same command again to continue"):
             runs = run_campaign(plan, on_run=on_run, on_trial=on_trial)
-    analysis = analyze(runs, budget)
+
+            def on_workload(name: str, incumbents: int) -> None:
+                progress.update(task, completed=0, total=1, info="",
+                                description=f"re-measuring {name}: {incumbents} incumbents side by side")
+
+            remeasured = remeasure_campaign(plan, runs, on_workload)
+    analysis = analyze(runs, budget, remeasured)
     wall_s = time.perf_counter() - started
     _print_tables(analysis, Console(stderr=as_json, width=None if sys.stdout.isatty() else 160))
     if report is not None:
@@ -94,7 +100,7 @@ def compare(
     if as_json:
         document = {"targets": list(plan.targets), "strategies": list(plan.strategies), "budget": budget,
                     "seeds": seeds, "stages": list(plan.stages), "wall_s": wall_s, "db": str(plan.db_dir),
-                    "analysis": asdict(analysis), "runs": [asdict(r) for r in runs]}
+                    "analysis": asdict(analysis), "runs": [asdict(r) for r in runs], "remeasured": remeasured}
         sys.stdout.write(json.dumps(document) + "\n")  # one line, last
 
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from xtat.compare.analysis import BASELINE, RunRecord, convergence
+from xtat.compare.analysis import BASELINE, RunRecord, convergence, incumbents
 from xtat.errors import UserError
 from xtat.stages.base import STAGE_ORDER
 from xtat.tuner import TrialEvent, TuneResult, TuneSettings, tune
@@ -111,6 +111,7 @@ def record_from_result(workload: str, strategy: str, seed: int, result: Mapping[
         workload=workload, strategy=strategy, seed=seed, curve=convergence(result["history"]),
         final_speedup=result["speedup"], final_speedup_ci=tuple(result["speedup_ci"]),  # type: ignore[arg-type]
         adopted=result["adopted"], wall_s=result["wall_s"], default_s=result["history"][0]["median_s"],
+        incumbents=incumbents(result["history"]),
     )
 
 
@@ -179,3 +180,22 @@ def run_campaign(plan: CampaignPlan, on_run: Callable[[RunStart], None] | None =
                     recorded = result.to_json()
                 runs.append(record_from_result(name, strategy, seed, recorded))
     return runs
+
+
+def remeasure_campaign(plan: CampaignPlan, runs: list[RunRecord],
+                       on_workload: Callable[[str, int], None] | None = None) -> dict[str, dict[str, float]]:
+    """Every workload's incumbents re-measured side by side (`compare.remeasure`), read back
+    where recorded; {workload: {config key: speedup}}. `on_workload(name, incumbents)` is
+    called before each workload."""
+    from xtat.compare.remeasure import incumbent_keys, remeasure, speedups_only
+
+    settings = TuneSettings(seed=0, **plan.tuning)
+    speedups: dict[str, dict[str, float]] = {}
+    for workload in load_workloads(plan.targets):
+        name = workload.display_name
+        mine = [r for r in runs if r.workload == name]
+        if on_workload:
+            on_workload(name, len(incumbent_keys(mine)))
+        folder = run_paths(plan.db_dir, name, "x", 0).store.parent
+        speedups[name] = speedups_only(remeasure(workload, mine, folder, settings))
+    return speedups
