@@ -79,6 +79,10 @@ def parents_first(decisions: list[Decision]) -> list[Decision]:
 class SearchStrategy(ABC):
     """Base of the strategies: see the module's contract."""
 
+    # Set by a strategy that learns from the store's other workloads: it is then built with
+    # `prior=` (model.cost_model.Prior), which the tuner computes only for such a strategy.
+    uses_prior = False
+
     def __init__(self, decisions: list[Decision], *, seed: int = 0, base: Config | None = None,
                  canonical: Canonical = lambda config: config, searchable: Searchable = lambda stage, id: True,
                  budget: int | None = None, max_tries: int = 1000):

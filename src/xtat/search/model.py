@@ -42,6 +42,8 @@ class CostModelSurrogate:
 
 
 class ModelSearch(SurrogateSearch):
+    uses_prior = True
+
     def __init__(self, decisions: list[Decision], *, prior: Prior | None = None, **kwargs):
         self.prior = prior  # read by _make_surrogate, which the base's __init__ calls
         super().__init__(decisions, **kwargs)

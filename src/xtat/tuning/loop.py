@@ -43,11 +43,11 @@ class SearchLoop:
         """Search `decisions` around `base` for at most `budget` configs (None: until exhausted)."""
         self.space = self.space.extended(decisions)
         known = self.space.by_key()
-        # The learned cost model also trains on the store's other workloads.
-        cross = prior(self.store, self.workload_id) if self.settings.strategy == "model" else None
+        # A strategy that learns across workloads (`uses_prior`) also trains on the store's others.
         strategy = make_strategy(self.settings.strategy, decisions, seed=self.settings.seed, base=base,
                                  canonical=self.space.canonical, searchable=lambda stage, id: (stage, id) in known,
-                                 budget=self.settings.budget, prior=cross)
+                                 budget=self.settings.budget,
+                                 prior=lambda: prior(self.store, self.workload_id))
         for decision in strategy.inactive:
             needs = ", ".join(f"{st}.{i}={v}" for st, i, v in decision.requires)
             self.inactive.setdefault(needs, []).append(f"{decision.stage}.{decision.id}")
