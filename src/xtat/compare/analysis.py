@@ -90,7 +90,7 @@ class WorkloadSummary:
     workload: str
     reference_s: float  # the median of the runs' default medians: every search-timing curve's numerator
     remeasured: bool  # curves from the incumbents' side-by-side re-measurement, not from search timing
-    best_speedup: float  # the largest best-so-far speedup of any run on this workload
+    best_speedup: float  # the largest best-so-far speedup any run on this workload reached at any trial
     best_by: str  # the strategy whose run found it
     target: float  # TARGET_FRACTION * best_speedup
     strategies: tuple[StrategySummary, ...]
@@ -216,12 +216,15 @@ def summarize_strategy(strategy: str, runs: Sequence[RunRecord], target: float) 
 
 def summarize_workload(workload: str, runs: Sequence[RunRecord], remeasured: bool = False) -> WorkloadSummary:
     """`runs` on one reference already, rebased or re-measured (see `analyze`)."""
-    best = max(runs, key=lambda r: r.best_found)
-    target = TARGET_FRACTION * best.best_found
+    # The largest speedup any run reached at any trial: re-measured curves need not rise
+    # monotonically (search timing may replace an incumbent by one that re-measures slower).
+    best = max(runs, key=lambda r: max(p.speedup for p in r.curve))
+    best_speedup = max(p.speedup for p in best.curve)
+    target = TARGET_FRACTION * best_speedup
     strategies = list(dict.fromkeys(r.strategy for r in runs))  # in the order they were run
     return WorkloadSummary(
         workload=workload, reference_s=statistics.median(r.default_s for r in runs), remeasured=remeasured,
-        best_speedup=best.best_found, best_by=best.strategy, target=target,
+        best_speedup=best_speedup, best_by=best.strategy, target=target,
         strategies=tuple(summarize_strategy(s, [r for r in runs if r.strategy == s], target) for s in strategies),
     )
 
