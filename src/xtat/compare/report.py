@@ -71,7 +71,8 @@ def campaign_report(analysis: CampaignAnalysis, command: str, wall_s: float):
     for index, w in enumerate(analysis.workloads):
         series = [ConvergenceSeries(s.strategy, tuple(t for t, _ in s.by_trials), (), tuple(v for _, v in s.by_trials),
                                     by_wall=s.by_wall) for s in w.strategies]
-        figure = convergence_figure(series, title=f"{w.workload}: best-so-far speedup, median over seeds")
+        figure = convergence_figure(series, title=f"{w.workload}: best-so-far speedup, median over seeds",
+                                    measured_by="incumbent re-measured" if w.remeasured else "search timing")
         sections.append(Section(w.workload, (
             Table(STRATEGY_COLUMNS, tuple(strategy_cells(s) for s in w.strategies), caption=workload_caption(w)),
             Figure(f"convergence-{index + 1}", figure, caption=f"{w.workload}: best-so-far speedup against "

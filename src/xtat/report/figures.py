@@ -105,11 +105,12 @@ def _colors(count: int) -> list:
     return [cmap(i % cmap.N) for i in range(count)]
 
 
-def convergence_figure(series: Sequence[ConvergenceSeries], title: str = "Convergence") -> bytes:
+def convergence_figure(series: Sequence[ConvergenceSeries], title: str = "Convergence",
+                       measured_by: str = "search timing") -> bytes:
     """Two panels: best-so-far speedup vs configs considered, and vs search wall time.
 
     Pass one series per search (a workload, or a strategy in a comparison);
-    their names form the legend.
+    their names form the legend. `measured_by` says where the speedups come from.
     """
     figure, (by_trial, by_time) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for s, color in zip(series, _colors(len(series))):
@@ -123,7 +124,7 @@ def convergence_figure(series: Sequence[ConvergenceSeries], title: str = "Conver
         axis.set_xlabel(label)
         axis.grid(alpha=0.3)
     by_trial.xaxis.set_major_locator(MaxNLocator(integer=True))
-    by_trial.set_ylabel("best speedup so far (search timing)")
+    by_trial.set_ylabel(f"best speedup so far ({measured_by})")
     figure.suptitle(title)
     if series:
         by_time.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small",
