@@ -294,11 +294,12 @@ def _reached(db, in_flight: str | None) -> bool:
         return False
 
 
-# Each case is two real CLI runs (about a minute on a busy 2-core machine): two in the
-# default run, every point with both signals in `pytest -m slow -k killed_then_resumed`.
+# Each case is two real CLI runs (about a minute on a busy 2-core machine): three in the
+# default run, every point with SIGKILL and SIGINT in `pytest -m slow -k killed_then_resumed`.
 @pytest.mark.parametrize("point, sig", [
     ("compile", signal.SIGKILL),
     ("finalisation", signal.SIGINT),
+    ("timing", signal.SIGTERM),
     *(pytest.param(point, sig, marks=pytest.mark.slow) for point, sig in [
         ("default", signal.SIGKILL), ("default", signal.SIGINT), ("compile", signal.SIGINT),
         ("timing", signal.SIGKILL), ("timing", signal.SIGINT), ("finalisation", signal.SIGKILL)]),
@@ -319,6 +320,8 @@ def test_tuner_killed_then_resumed_keeps_finished_rows_reruns_the_in_flight_one_
     _, stderr = tuner.communicate(timeout=60)
     if sig == signal.SIGINT:
         assert tuner.returncode == 130 and "resume" in stderr
+    elif sig == signal.SIGTERM:  # the same clean stop as Ctrl-C, with the conventional 128 + 15
+        assert tuner.returncode == 143 and "terminated" in stderr and "resume" in stderr
     else:
         assert tuner.returncode == -signal.SIGKILL
     rows = _rows(db)

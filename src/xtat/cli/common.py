@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from contextlib import contextmanager
 from typing import Iterator, NoReturn
@@ -26,13 +27,29 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a `kill`, a job scheduler, a CI timeout) stops a command as Ctrl-C does."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 @contextmanager
 def user_errors(interrupted: str = "finished trials are kept; run the same command again to resume") -> Iterator[None]:
-    """UserError exits 2 with its message; Ctrl-C exits 130 saying what was kept."""
+    """UserError exits 2 with its message; Ctrl-C exits 130 and SIGTERM 143, saying what was kept.
+
+    SIGTERM matters beyond politeness: a command started in the background by a
+    non-interactive shell ignores SIGINT, and SIGTERM's default would skip the
+    clean-up that stops the workers at once and says how to resume."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         yield
     except UserError as exc:
         fail(str(exc))
-    except KeyboardInterrupt:
-        console.print(f"[bold yellow]interrupted[/]: {interrupted}")
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        console.print(f"[bold yellow]{'terminated' if terminated else 'interrupted'}[/]: {interrupted}")
+        raise typer.Exit(143 if terminated else 130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
