@@ -82,8 +82,13 @@ class RunPaths:
     record: Path
 
 
+def workload_folder(db_dir: Path, workload: str) -> Path:
+    """Where a workload's runs (and its re-measurement) are kept."""
+    return Path(db_dir) / _slug(workload)
+
+
 def run_paths(db_dir: Path, workload: str, strategy: str, seed: int) -> RunPaths:
-    folder = Path(db_dir) / _slug(workload)
+    folder = workload_folder(db_dir, workload)
     stem = f"{_slug(strategy)}-seed{seed}"
     return RunPaths(folder / f"{stem}.db", folder / f"{stem}.json")
 
@@ -196,6 +201,5 @@ def remeasure_campaign(plan: CampaignPlan, runs: list[RunRecord],
         mine = [r for r in runs if r.workload == name]
         if on_workload:
             on_workload(name, len(incumbent_keys(mine)))
-        folder = run_paths(plan.db_dir, name, "x", 0).store.parent
-        speedups[name] = speedups_only(remeasure(workload, mine, folder, settings))
+        speedups[name] = speedups_only(remeasure(workload, mine, workload_folder(plan.db_dir, name), settings))
     return speedups

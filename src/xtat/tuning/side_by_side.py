@@ -42,11 +42,11 @@ def side_by_side(session: Session, stages: list, configs: Mapping[str, Config],
     A config that fails to build gets an error; a worker failure while timing propagates
     (`WorkerFailure`), as the caller must decide what a failed comparison means."""
     ids = {name: config_id(config) if config else DEFAULT_ID for name, config in configs.items()}
-    builds = [(DEFAULT_ID, Candidate())]
+    builds = {DEFAULT_ID: Candidate()}  # configs with one id (the same config twice) build once
     for name, config in configs.items():
-        if ids[name] not in dict(builds):
-            builds.append((ids[name], concretize(stages, config)))
-    samples = session.interleave(builds, settings.rounds, settings.timing)
+        if ids[name] not in builds:
+            builds[ids[name]] = concretize(stages, config)
+    samples = session.interleave(list(builds.items()), settings.rounds, settings.timing)
     base = samples.get(DEFAULT_ID)
     if base is None:
         return SideBySide(None, {name: Measured(config, error="the default failed to build")
