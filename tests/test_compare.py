@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -225,6 +227,31 @@ def test_baseline_is_tpe_over_codegen_only(tmp_path):
     plan = CampaignPlan(("t:w",), (BASELINE, "tpe"), budget=5, seeds=1, db_dir=tmp_path)
     assert (plan.settings(BASELINE, 2).strategy, plan.settings(BASELINE, 2).stages) == ("tpe", ("codegen",))
     assert plan.settings("tpe", 0).stages == plan.stages
+
+
+def test_model_runs_learn_from_the_earlier_workloads_runs_only(tmp_path, monkeypatch):
+    # TEST-ONLY: tune() replaced by a recorder that leaves a store file and a TuneResult-like
+    # document, so the plan's settings per run are seen without tuning anything.
+    import xtat.compare.runner as runner
+
+    seen = []
+
+    def fake_tune(workload, db, settings, on_trial=None):
+        seen.append((workload.display_name, settings.strategy, settings.learn_from))
+        Path(db).write_bytes(b"")
+        return SimpleNamespace(to_json=lambda: {"history": [{"index": 1, "config": {}, "status": "ok",
+                                                             "median_s": 1.0, "best_s": 1.0, "spent_s": 1.0}],
+                                                "speedup": 1.0, "speedup_ci": [1.0, 1.0], "adopted": False,
+                                                "wall_s": 1.0})
+
+    monkeypatch.setattr(runner, "tune", fake_tune)
+    plan = CampaignPlan((tiny_target("tiny_mlp"), tiny_target("tiny_nan_max")), ("random", "model"), budget=5, seeds=2,
+                        db_dir=tmp_path)
+    run_campaign(plan)
+    first = [str(run_paths(tmp_path, "tiny_mlp", s, seed).store) for seed in (0, 1) for s in ("random", "model")]
+    assert [(w, s, lf) for w, s, lf in seen if s == "model"] == [("tiny_mlp", "model", ())] * 2 + \
+        [("tiny_nan_max", "model", tuple(first))] * 2
+    assert all(lf == () for _, s, lf in seen if s == "random")
 
 
 def test_each_run_has_its_own_store(tmp_path):

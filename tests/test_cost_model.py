@@ -148,6 +148,52 @@ def test_model_strategy_learns_from_other_workloads_in_the_store(tmp_path):
     assert np.median(taught) < np.median(alone), (taught, alone)
 
 
+def test_learn_from_adds_other_stores_workloads_but_never_this_workload(tmp_path):
+    # Store A: the synthetic workload (80 configs) and its twin "fp-b" with 10 more; store B:
+    # only workload "fp-b"'s default. B learns from A: A's synthetic rows, never A's own "fp-b" rows.
+    a = synthetic_store(tmp_path / "a.db", random_configs(80, seed=5))
+    twin = a.upsert_workload("fp-b", "program-b", "b", {"platform": "cpu"}, {})
+    run = a.begin_run(twin, {})
+    for config in [{}] + random_configs(10, seed=6):
+        a.finish_trial(a.start_trial(twin, run, config, config_key(config)), "ok", median_s=known_seconds(config),
+                       metrics=FakeBuilder().metrics(config))
+    synthetic = [e for e in examples(a, ("decisions", "workload")) if e.workload == "synthetic"]
+    a.close()
+    b = Store.open(tmp_path / "b.db")
+    mine = b.upsert_workload("fp-b", "program-b", "b", {"platform": "cpu"}, {})
+    b.finish_trial(b.start_trial(mine, b.begin_run(mine, {}), {}, config_key({})), "ok",
+                   median_s=known_seconds({}), metrics=FakeBuilder().metrics({}))
+    assert prior(b, mine).examples == ()
+    taught = prior(b, mine, learn_from=(str(tmp_path / "a.db"),))
+    assert taught.examples == tuple(synthetic) and len(synthetic) > 70
+    assert {e.workload for e in prior(b, mine, learn_from=(str(tmp_path / "a.db"),) * 2).examples} == {"synthetic"}
+
+
+def test_learn_from_a_missing_store_is_refused_naming_it(tmp_path):
+    with pytest.raises(UserError, match=r"--learn-from .*nope\.db: no store there"):
+        TuneSettings(learn_from=(str(tmp_path / "nope.db"),))
+
+
+def test_model_asks_configs_it_can_tell_apart_from_those_timed():
+    # Two of the six decisions change the time; the trees cannot tell apart configs that differ
+    # only in the other four, and those would be asked for nothing. Each batch has one config per
+    # predicted time, none predicted exactly as a timed config (while the pool has others).
+    def seconds(config):
+        values = config.get("codegen", {})
+        return 1.0 + 0.3 * values.get("d0", 0) + 0.1 * values.get("d1", 0)
+
+    strategy = ModelSearch(DECISIONS, seed=0, base={}, canonical=SPACE.canonical)
+    for _ in range(30):
+        config = strategy.ask()
+        strategy.tell(config, seconds(config))
+    timed = [c for c, s in strategy.timed.values() if s is not None]
+    strategy.surrogate.fit(timed, np.log([seconds(c) for c in timed]))
+    batch = strategy._ranked_batch()
+    scores = list(strategy.surrogate.score(batch, 0.0))
+    known = set(strategy.surrogate.score(timed, 0.0).tolist())
+    assert len(set(scores)) == len(batch) == strategy.batch and not known & set(scores)
+
+
 def test_surrogate_search_is_deterministic_for_a_seed():
     def asks(seed):
         strategy = ModelSearch(DECISIONS, seed=seed, base={}, canonical=SPACE.canonical)

@@ -46,6 +46,8 @@ def tune(
     strategy: str = typer.Option("sweep", help=f"Search strategy: {' | '.join(STRATEGIES)}."),
     objectives: str = typer.Option("time", help="time[,compile][,memory]: adoption stays on run time; with more, "
                                    "the Pareto front over them is shown."),
+    learn_from: Optional[list[Path]] = typer.Option(None, "--learn-from", help="Another store whose workloads' "
+                                                     "trials the model strategy also learns from (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
@@ -61,7 +63,7 @@ def tune(
                                 options=names(options) if options else None,
                                 stages=names(stages),
                                 formulation=formulation, strategy=strategy,
-                                objectives=names(objectives))
+                                objectives=names(objectives), learn_from=tuple(map(str, learn_from or ())))
     except UserError as exc:
         _fail(str(exc))
     failures = 0

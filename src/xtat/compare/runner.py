@@ -69,11 +69,18 @@ class CampaignPlan:
         for strategy in self.strategies:
             self.settings(strategy, 0)  # bad --stages or tuning values fail before anything runs
 
-    def settings(self, strategy: str, seed: int) -> TuneSettings:
-        """The tune settings of one run; the baseline is Optuna TPE over XLA options only."""
+    def settings(self, strategy: str, seed: int, earlier: tuple[str, ...] = ()) -> TuneSettings:
+        """The tune settings of one run; the baseline is Optuna TPE over XLA options only.
+        `earlier` are the stores of the campaign's runs on the workloads before this one: a
+        strategy that learns across workloads (`model`) learns from them, as it would from a
+        store the user had tuned those workloads into (never from this workload's runs)."""
+        from xtat.search import STRATEGY_CLASSES
+
         if strategy == BASELINE:
             return TuneSettings(budget=self.budget, seed=seed, strategy="tpe", stages=("codegen",), **self.tuning)
-        return TuneSettings(budget=self.budget, seed=seed, strategy=strategy, stages=self.stages, **self.tuning)
+        learn_from = earlier if STRATEGY_CLASSES[strategy].uses_prior else ()
+        return TuneSettings(budget=self.budget, seed=seed, strategy=strategy, stages=self.stages,
+                            learn_from=learn_from, **self.tuning)
 
 
 @dataclass(frozen=True)
@@ -165,11 +172,12 @@ def run_campaign(plan: CampaignPlan, on_run: Callable[[RunStart], None] | None =
     workloads = load_workloads(plan.targets)
     total = len(workloads) * plan.seeds * len(plan.strategies)
     runs: list[RunRecord] = []
+    earlier: list[str] = []  # stores of the runs on the workloads done so far
     for workload in workloads:
         name = workload.display_name
         for seed in range(plan.seeds):
             for strategy in plan.strategies:
-                settings = plan.settings(strategy, seed)
+                settings = plan.settings(strategy, seed, tuple(earlier))
                 paths = run_paths(plan.db_dir, name, strategy, seed)
                 recorded = _read_record(paths.record, settings)
                 if on_run:
@@ -184,6 +192,9 @@ def run_campaign(plan: CampaignPlan, on_run: Callable[[RunStart], None] | None =
                     _write_record(paths.record, name, strategy, seed, settings, result)
                     recorded = result.to_json()
                 runs.append(record_from_result(name, strategy, seed, recorded))
+        stores = [run_paths(plan.db_dir, name, strategy, seed).store
+                  for seed in range(plan.seeds) for strategy in plan.strategies]
+        earlier += [str(store) for store in stores if store.is_file()]
     return runs
 
 

@@ -76,13 +76,25 @@ class Prior:
     default_s: float
 
 
-def prior(store: Store, workload_id: int) -> Prior | None:
-    """The cross-workload training data for a search on `workload_id` (None before its default is timed)."""
+def prior(store: Store, workload_id: int, learn_from: Sequence[str] = ()) -> Prior | None:
+    """The cross-workload training data for a search on `workload_id` (None before its default
+    is timed): the store's other workloads, and those of the stores in `learn_from` (read only;
+    their records of this same workload, by fingerprint, are left out: the prior is what the
+    *other* workloads teach)."""
     default = store.trial(workload_id, config_key({}))
     if default is None or default.status != "ok" or not default.median_s:
         return None
-    others = tuple(e for e in examples(store, ("decisions", "workload")) if e.workload_id != workload_id)
-    return Prior(others, workload_features(default.metrics), default.median_s)
+    features = ("decisions", "workload")
+    others = [e for e in examples(store, features) if e.workload_id != workload_id]
+    fingerprint = next(w.fingerprint for w in store.workloads() if w.id == workload_id)
+    for path in learn_from:
+        other = Store.open(path, read_only=True)
+        try:
+            same = {w.id for w in other.workloads() if w.fingerprint == fingerprint}
+            others += [e for e in examples(other, features) if e.workload_id not in same]
+        finally:
+            other.close()
+    return Prior(tuple(others), workload_features(default.metrics), default.median_s)
 
 
 class CostModel:

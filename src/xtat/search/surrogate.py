@@ -5,7 +5,9 @@ process with expected improvement, `search.gp`): until `min_observed` configs
 have a time, proposals are random (the model has nothing to learn from);
 after that, every `batch` asks the surrogate is refitted on all timed
 configs, a pool of proposals is drawn (mutations of the best configs so far
-plus random ones), and the `batch` best-scored unseen proposals are asked.
+plus random ones), and the `batch` best-scored unseen proposals are asked,
+one per score and none scored exactly as an already timed config (while
+there are others).
 
 Proposals are ranked on decision features only, before anything is compiled:
 see docs/cost-model.md for why.
@@ -67,8 +69,18 @@ class SurrogateSearch(SearchStrategy):
         if not proposals:
             return []
         scores = self.surrogate.score(proposals, float(log_times.min()))
-        best = np.argsort(-scores, kind="stable")[:self.batch]
-        return [proposals[i] for i in best]
+        # A proposal scored exactly as a timed config, or as another proposal of this batch, is one
+        # the model cannot tell from it (trees give such configs the same leaves): mostly the same
+        # executable again, a trial spent to learn nothing. So one proposal per score, and only
+        # scores not already timed, while there are such.
+        ranked = np.argsort(-scores, kind="stable")
+        taken = set(self.surrogate.score([c for c, _ in timed], float(log_times.min())).tolist())
+        chosen = []
+        for i in ranked:
+            if len(chosen) < self.batch and scores[i] not in taken:
+                chosen.append(i)
+                taken.add(scores[i])
+        return [proposals[i] for i in (chosen or ranked[:self.batch])]
 
     def _unseen_pool(self, elite: list[Config]) -> list[Config]:
         """Distinct canonical proposals not asked before: mutations of the elite, then random."""

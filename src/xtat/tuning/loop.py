@@ -43,11 +43,12 @@ class SearchLoop:
         """Search `decisions` around `base` for at most `budget` configs (None: until exhausted)."""
         self.space = self.space.extended(decisions)
         known = self.space.by_key()
-        # A strategy that learns across workloads (`uses_prior`) also trains on the store's others.
+        # A strategy that learns across workloads (`uses_prior`) also trains on the store's others
+        # and on those of the --learn-from stores.
         strategy = make_strategy(self.settings.strategy, decisions, seed=self.settings.seed, base=base,
                                  canonical=self.space.canonical, searchable=lambda stage, id: (stage, id) in known,
                                  budget=self.settings.budget,
-                                 prior=lambda: prior(self.store, self.workload_id))
+                                 prior=lambda: prior(self.store, self.workload_id, self.settings.learn_from))
         for decision in strategy.inactive:
             needs = ", ".join(f"{st}.{i}={v}" for st, i, v in decision.requires)
             self.inactive.setdefault(needs, []).append(f"{decision.stage}.{decision.id}")

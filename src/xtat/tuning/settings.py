@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from xtat.errors import UserError
 from xtat.model.objectives import OBJECTIVES
@@ -41,6 +42,9 @@ class TuneSettings:
     race_margin: float | None = 0.10
     race_min_samples: int = 3
     objectives: tuple[str, ...] = ("time",)  # with more, the result carries their Pareto front
+    # Other stores whose workloads' timed configs a strategy that learns across workloads
+    # (`uses_prior`: model) also trains on, as it does on this store's other workloads.
+    learn_from: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
@@ -66,6 +70,10 @@ class TuneSettings:
                 any(o not in OBJECTIVES for o in self.objectives) or len(set(self.objectives)) < len(self.objectives):
             raise UserError(f"--objectives {','.join(self.objectives)}: start with time, then any of "
                             f"{', '.join(OBJECTIVES[1:])} (adoption is always on run time)")
+        missing = [path for path in self.learn_from if not Path(path).is_file()]
+        if missing:
+            raise UserError(f"--learn-from {', '.join(missing)}: no store there; name the database file of an "
+                            "earlier tuning run (xtat tune --db)")
         if self.race_min_samples < 3 or (self.race_margin is not None and self.race_margin < 0):
             raise UserError("racing needs race_min_samples >= 3 and race_margin >= 0 (or None to turn it off)")
 
