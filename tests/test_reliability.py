@@ -308,7 +308,10 @@ def test_tuner_killed_then_resumed_keeps_finished_rows_reruns_the_in_flight_one_
         db, uninterrupted, point, sig):
     workers = _workers()
     fault, in_flight = KILL_POINTS[point]
+    # As started from a terminal: a test run launched in the background inherits SIGINT ignored,
+    # and Python (like the shell's background jobs) then leaves it ignored in the tuner.
     tuner = subprocess.Popen(_tune_command(db), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                              env={**os.environ, "XTAT_FAULT": f"{CLEAR_WINNER};{fault}"})
     deadline = time.time() + 240
     while not _reached(db, in_flight):
