@@ -172,6 +172,10 @@ def test_learn_from_adds_other_stores_workloads_but_never_this_workload(tmp_path
 def test_learn_from_a_missing_store_is_refused_naming_it(tmp_path):
     with pytest.raises(UserError, match=r"--learn-from .*nope\.db: no store there"):
         TuneSettings(learn_from=(str(tmp_path / "nope.db"),))
+    (tmp_path / "notes.txt").write_text("not a database")
+    with pytest.raises(UserError, match=r"--learn-from .*notes\.txt: not a store xtat can read"):
+        TuneSettings(learn_from=(str(tmp_path / "notes.txt"),))
+    assert (tmp_path / "notes.txt").read_text() == "not a database"
 
 
 def test_model_asks_configs_it_can_tell_apart_from_those_timed():

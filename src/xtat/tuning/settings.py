@@ -70,10 +70,8 @@ class TuneSettings:
                 any(o not in OBJECTIVES for o in self.objectives) or len(set(self.objectives)) < len(self.objectives):
             raise UserError(f"--objectives {','.join(self.objectives)}: start with time, then any of "
                             f"{', '.join(OBJECTIVES[1:])} (adoption is always on run time)")
-        missing = [path for path in self.learn_from if not Path(path).is_file()]
-        if missing:
-            raise UserError(f"--learn-from {', '.join(missing)}: no store there; name the database file of an "
-                            "earlier tuning run (xtat tune --db)")
+        for path in self.learn_from:  # refused before anything runs, not when the strategy is built
+            _check_store(path)
         if self.race_min_samples < 3 or (self.race_margin is not None and self.race_margin < 0):
             raise UserError("racing needs race_min_samples >= 3 and race_margin >= 0 (or None to turn it off)")
 
@@ -84,3 +82,17 @@ class TuneSettings:
     @property
     def tolerance(self) -> dict:
         return {"rtol": self.rtol, "atol": self.atol}
+
+
+def _check_store(path: str) -> None:
+    """A --learn-from path must be an xtat store (opened read only, so nothing is written)."""
+    from xtat.errors import StoreError
+    from xtat.store.sqlite import Store
+
+    if not Path(path).is_file():
+        raise UserError(f"--learn-from {path}: no store there; name the database file of an earlier tuning run "
+                        "(xtat tune --db)")
+    try:
+        Store.open(path, read_only=True).close()
+    except StoreError as exc:
+        raise UserError(f"--learn-from {path}: not a store xtat can read ({exc})") from exc
