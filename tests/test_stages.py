@@ -59,7 +59,7 @@ def test_conditional_decisions_are_dropped_when_inactive_and_probed_as_no_ops():
     asked = [sweep.ask() for _ in range(3)]
     assert asked == [{}, {"passes": {CSE_BARRIER_EXPANDER: True}}, both]  # the child's sweep sets its parent
     for config in asked:
-        sweep.tell(config, 1.0, same_as_base=config != {})
+        sweep.tell(config, 1.0, same_as={} if config != {} else None)
     sweep.ask()
     assert sweep.no_ops == [f"passes.{CSE_BARRIER_EXPANDER}", "program.barrier@1"]
     staged = SweepThenRandom([child], searchable=lambda stage, id: stage == "program")

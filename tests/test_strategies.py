@@ -212,11 +212,65 @@ def test_no_op_decisions_are_reported_and_left_out():
         config = strategy.ask()
         # b never changes the executable: each probe of it (b alone changed) gives the base's.
         same = config != {} and set(config) == {"codegen"} and set(config["codegen"]) == {"b"}
-        strategy.tell(config, fake_builder(config), same_as_base=same)
+        strategy.tell(config, fake_builder(config), same_as={} if same else None)
     assert strategy.no_ops == ["codegen.b"]
     assert B not in strategy.active()
     later = [strategy.ask() for _ in range(20)]
     assert all("b" not in config.get("codegen", {}) for config in later)  # left out of the random phase
+
+
+# A space where only three of ten decisions change the executable: the rest are inert, as many
+# XLA options are on a given program. FakeBuilder: the executable is the effective decisions' values.
+EFFECTIVE = [Decision("codegen", f"e{i}", (0, 1, 2, 3), 0) for i in range(3)]
+INERT = [Decision("codegen", f"i{i}", (0, 1, 2), 0) for i in range(7)]
+
+
+def _inert_space_builder(config: Config) -> tuple[tuple, float]:
+    """FakeBuilder over EFFECTIVE + INERT: (executable, seconds); e0 = e1 = e2 = 2 is fastest."""
+    executable = tuple(_value(config, d) for d in EFFECTIVE)
+    return executable, 1.0 + sum(abs(v - 2) for v in executable) * 0.1
+
+
+def _duplicates_asked(name: str, seed: int, hint: bool, budget: int = 40) -> int:
+    """Configs asked that rebuilt an executable already built, told `same_as` (hint) or not."""
+    strategy = _strategy(name, seed=seed, budget=budget, decisions=EFFECTIVE + INERT)
+    first_with: dict[tuple, Config] = {}
+    duplicates = 0
+    for _ in range(budget):
+        config = strategy.ask()
+        if config is None:
+            break
+        executable, seconds = _inert_space_builder(config)
+        earlier = first_with.setdefault(executable, config)
+        duplicates += earlier is not config
+        strategy.tell(config, seconds, same_as=earlier if hint and earlier is not config else None)
+    return duplicates
+
+
+@pytest.mark.parametrize("name", ["evolution", "model", "anneal"])
+def test_inert_decisions_learned_from_duplicates_are_mutated_last(name):
+    with_hint = sorted(_duplicates_asked(name, seed, True) for seed in range(3))
+    without = sorted(_duplicates_asked(name, seed, False) for seed in range(3))
+    assert with_hint[1] < without[1], (with_hint, without)
+
+
+def test_a_decision_is_inert_until_it_changes_the_executable_alone():
+    strategy = _strategy("random", decisions=EFFECTIVE + INERT)
+    base = strategy.ask()
+    strategy.tell(base, 1.0)
+    i0, e0 = {"codegen": {"i0": 1}}, {"codegen": {"e0": 1}}
+    strategy.tell(i0, 1.0, same_as=base)
+    assert strategy.known_inert() == {("codegen", "i0")}
+    both = {"codegen": {"i0": 1, "i1": 2}}
+    strategy.tell(both, 1.0, same_as=base)  # two differ from the base, one from i0: both seen inert
+    assert strategy.known_inert() == {("codegen", "i0"), ("codegen", "i1")}
+    strategy.tell(e0, 0.9)  # a new executable, one decision from the base: e0 is effective
+    strategy.tell({"codegen": {"e0": 1, "i0": 1}}, 0.9, same_as=e0)
+    assert strategy.known_inert() == {("codegen", "i0"), ("codegen", "i1")}
+    strategy.tell({"codegen": {"i1": 1}}, 0.8)  # i1 alone changed the executable after all
+    assert strategy.known_inert() == {("codegen", "i0")}
+    mutations = [strategy.mutate({}) for _ in range(50)]
+    assert all("i0" not in m["codegen"] for m in mutations)  # others are left: i0 is mutated last
 
 
 def test_an_unknown_strategy_is_refused_with_the_names():

@@ -17,11 +17,19 @@ Contract (what a strategy built on `SearchStrategy` gets and must provide):
   None when the strategy is done, when every config of the space was asked
   (`space_size`), or when it proposes only known configs `max_tries` times
   in a row. `canonical` must give equal configs equal keys.
-- `tell(config, seconds, same_as_base)` records a result. The base keeps the
-  incumbent (the fastest config with a measured time: a failed config never
-  becomes one) and the no-op bookkeeping: the single-decision probes from the
-  base config (`probes`) tell which decisions never change the executable
-  (`no_ops`); they are left out of `active()` from then on.
+- `tell(config, seconds, same_as)` records a result; `same_as` is an earlier
+  config whose executable this one rebuilt exactly (None: a new executable).
+  The base keeps the incumbent (the fastest config with a measured time: a
+  failed config never becomes one) and two kinds of executable bookkeeping:
+  - no-ops: the single-decision probes from the base config (`probes`) tell
+    which decisions never change the executable (`no_ops`); they are left out
+    of `active()` from then on;
+  - inert decisions: two told configs that differ in at most `MAX_INERT_DIFF`
+    decisions and built the same executable show those decisions inert there;
+    two that differ in one decision and built different executables show it
+    effective. `mutate` changes a decision seen inert and never seen effective
+    (`known_inert()`) only when no other is left, so a search spends fewer
+    trials rebuilding an executable it already has (a `duplicate` trial).
 - `inactive` lists the conditional decisions whose requirement cannot be
   searched here (its stage is not searched, or comes later in a staged
   formulation): they can never be active and are not searched.
@@ -43,6 +51,9 @@ from xtat.space.space import Config, Decision, config_key, is_active, merge
 Canonical = Callable[[Config], Config]
 Searchable = Callable[[str, str], bool]
 MAX_PARENT_ASSIGNMENTS = 1 << 16  # beyond this, counting the space exactly would take too long
+# Configs differing in more decisions than this say little about any one of them when they rebuild
+# the same executable (and comparing every pair of them would cost more than it tells).
+MAX_INERT_DIFF = 2
 
 
 def requirements(decision: Decision) -> Config:
@@ -103,6 +114,11 @@ class SearchStrategy(ABC):
         self._probe_keys = [(d, [config_key(c) for c in configs]) for d, configs in self.probes]
         self._all_probe_keys = {key for _, keys in self._probe_keys for key in keys}
         self._probe_changed: dict[str, bool] = {}  # probe config key -> its executable differed
+        # Executable bookkeeping: each told config's executable class (configs that built the same
+        # executable share one), and per decision how often it was seen inert or effective.
+        self._executables: dict[str, tuple[Config, int]] = {}  # config key -> (config, class)
+        self._inert: Counter[tuple[str, str]] = Counter()
+        self._effective: set[tuple[str, str]] = set()
         self.space_size = self._space_size()
 
     # -- to implement -------------------------------------------------------------------------
@@ -137,12 +153,14 @@ class SearchStrategy(ABC):
                 return config
         return None  # only known configs were proposed: the space is exhausted around the search
 
-    def tell(self, config: Config, seconds: float | None, same_as_base: bool = False) -> None:
+    def tell(self, config: Config, seconds: float | None, same_as: Config | None = None) -> None:
         key = config_key(config)
         self._pending.discard(key)
         self.results[key] = seconds
         if key in self._all_probe_keys:
-            self._probe_changed[key] = not same_as_base
+            self._probe_changed[key] = not (same_as is not None and config_key(same_as) == config_key(self.base))
+        if seconds is not None or same_as is not None:
+            self._learn_executable(key, config, same_as)
         if seconds is not None and (self.incumbent is None or seconds < self.incumbent[1]):
             self.incumbent = (config, seconds)
         for _ in range(1 + self._waiting.pop(key, 0)):
@@ -200,6 +218,41 @@ class SearchStrategy(ABC):
     def no_ops(self) -> list[str]:
         return [f"{stage}.{id}" for stage, id in self.no_ops_keys()]
 
+    # -- inert decisions ----------------------------------------------------------------------
+
+    def _learn_executable(self, key: str, config: Config, same_as: Config | None) -> None:
+        """Record the config's executable class and what it shows against every told config
+        that differs from it in at most MAX_INERT_DIFF decisions."""
+        known = self._executables.get(config_key(same_as)) if same_as is not None else None
+        executable = known[1] if known is not None else len(self._executables)
+        for other, other_executable in self._executables.values():
+            differ = self.differing(config, other)
+            if not differ or len(differ) > MAX_INERT_DIFF:
+                continue
+            if other_executable == executable:
+                self._inert.update(differ)
+            elif len(differ) == 1:
+                self._effective.update(differ)
+        self._executables[key] = (config, executable)
+
+    def differing(self, first: Config, second: Config) -> list[tuple[str, str]]:
+        """The searched decisions whose values differ between two configs (defaults filled in)."""
+        a, b = merge(self.base, first), merge(self.base, second)
+        return [(d.stage, d.id) for d in self.decisions if value_of(a, d) != value_of(b, d)]
+
+    def known_inert(self) -> set[tuple[str, str]]:
+        """Decisions seen not to change the executable and never seen to change it alone."""
+        return {decision for decision in self._inert if decision not in self._effective}
+
+    def signature(self, config: Config, inert: set[tuple[str, str]]) -> str:
+        """The config's key with the `inert` decisions at their base values: two configs with one
+        signature are expected to build the same executable."""
+        merged = merge(self.base, config)
+        for decision in self.decisions:
+            if (decision.stage, decision.id) in inert:
+                merged = with_value(merged, decision, value_of(self.base, decision))
+        return config_key(self.normalize(merged))
+
     # -- conditional-aware configs ------------------------------------------------------------
 
     def normalize(self, config: Config) -> Config:
@@ -235,8 +288,10 @@ class SearchStrategy(ABC):
 
     def mutate(self, config: Config) -> Config:
         """The config with one active decision set to another of its values (the config itself
-        when no decision has another value)."""
+        when no decision has another value); a decision known inert only when no other is left."""
         choices = [d for d in self.active(config) if len(d.values) > 1]
+        inert = self.known_inert()
+        choices = [d for d in choices if (d.stage, d.id) not in inert] or choices
         if not choices:
             return config
         decision = self.rng.choice(choices)

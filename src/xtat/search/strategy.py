@@ -13,9 +13,9 @@ class Strategy(Protocol):
     def ask(self) -> Config | None:
         """The next config to measure, or None when the strategy is done."""
 
-    def tell(self, config: Config, seconds: float | None, same_as_base: bool = False) -> None:
-        """The measured median of a config it asked for (None: failed or rejected), and
-        whether its executable was identical to the base config's."""
+    def tell(self, config: Config, seconds: float | None, same_as: Config | None = None) -> None:
+        """The measured median of a config it asked for (None: failed or rejected), and an
+        earlier config whose executable it rebuilt exactly (None: a new executable)."""
 
     @property
     def no_ops(self) -> list[str]:

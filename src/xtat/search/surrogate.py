@@ -15,6 +15,7 @@ see docs/cost-model.md for why.
 
 from __future__ import annotations
 
+import json
 from typing import Protocol
 
 import numpy as np
@@ -83,9 +84,14 @@ class SurrogateSearch(SearchStrategy):
         return [proposals[i] for i in (chosen or ranked[:self.batch])]
 
     def _unseen_pool(self, elite: list[Config]) -> list[Config]:
-        """Distinct canonical proposals not asked before: mutations of the elite, then random."""
+        """Distinct canonical proposals not asked before: mutations of the elite, then random;
+        those that differ from an asked config only in decisions known inert (expected to
+        rebuild its executable) are left out while there are others."""
         seen = set(self.timed) | set(self.results) | self._pending
+        inert = self.known_inert()
+        seen_signatures = {self.signature(json.loads(key), inert) for key in seen} if inert else set()
         pool: dict[str, Config] = {}
+        expected_duplicates: dict[str, Config] = {}
         for i in range(self.pool):
             if i < self.pool // 2:
                 config = self.rng.choice(elite)
@@ -95,6 +101,10 @@ class SurrogateSearch(SearchStrategy):
                 config = self.sample(keep_base=0.5)
             config = self.normalize(config)
             key = config_key(config)
-            if key not in seen:
+            if key in seen:
+                continue
+            if inert and self.signature(config, inert) in seen_signatures:
+                expected_duplicates.setdefault(key, config)
+            else:
                 pool.setdefault(key, config)
-        return list(pool.values())
+        return list(pool.values()) or list(expected_duplicates.values())

@@ -52,19 +52,16 @@ class SearchLoop:
         for decision in strategy.inactive:
             needs = ", ".join(f"{st}.{i}={v}" for st, i, v in decision.requires)
             self.inactive.setdefault(needs, []).append(f"{decision.stage}.{decision.id}")
-        base_hash: str | None = None
-        base_config = self.space.canonical(base)
+        first_with: dict[str, Config] = {}  # executable hash -> the first config that built it
         start = self.considered
         while not self.exhausted() and (budget is None or self.considered - start < budget):
             config = strategy.ask()
             if config is None:
                 break
             trial = self.consider(config)
-            if config == base_config:
-                base_hash = trial.exe_hash
             ok = trial.status in ("ok", "duplicate") and trial.median_s is not None
-            same = base_hash is not None and trial.exe_hash == base_hash and config != base_config
-            strategy.tell(config, trial.median_s if ok else None, same_as_base=same)
+            same_as = first_with.setdefault(trial.exe_hash, config) if trial.exe_hash else None
+            strategy.tell(config, trial.median_s if ok else None, same_as=same_as if same_as != config else None)
         self.no_ops.extend(n for n in strategy.no_ops if n not in self.no_ops)
 
     def consider(self, config: Config) -> Trial:
