@@ -63,7 +63,10 @@ def test_crashing_candidate_is_recorded_and_the_run_completes(db, monkeypatch):
     crashed = [t for t in trials if t.status == "crash"]
     assert [t.config for t in crashed] == [victim]
     assert "SIGSEGV" in crashed[0].error
-    assert sum(t.status == "ok" for t in trials) >= 3  # the others ran on in a new worker
+    # The others were compiled and verified in a new worker: each measured, or (on a CPU where one
+    # option rebuilds another config's executable) a duplicate of a measured one.
+    others = [t.status for t in trials if t.status != "crash"]
+    assert len(others) == 4 and set(others) <= {"ok", "duplicate"} and others.count("ok") >= 2, others
     assert result.trials["crash"] == 1
 
 
