@@ -18,9 +18,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import kendalltau
-
-from xtat.model.cost_model import CostModel, Example, examples
+from xtat.model.cost_model import Example, examples, held_out_ranking
 from xtat.store.sqlite import Store
 
 TOP = 20
@@ -49,13 +47,10 @@ def main() -> None:
     rows = []
     for name, test in by_workload.items():
         train = [e for other, data in by_workload.items() if other != name for e in data]
-        predicted = CostModel(0).fit([e.features for e in train], [e.log_ratio for e in train]).predict(
-            [e.features for e in test])
-        measured = np.array([e.log_ratio for e in test])
-        tau, p_value = kendalltau(predicted, measured)
+        predicted, measured, tau, p_value = held_out_ranking(train, test)
         top = np.argsort(predicted, kind="stable")[:TOP]
-        rows.append({"workload": name, "train": len(train), "test": len(test), "kendall_tau": float(tau),
-                     "p_value": float(p_value), "top_median_speedup": float(np.exp(-np.median(measured[top]))),
+        rows.append({"workload": name, "train": len(train), "test": len(test), "kendall_tau": tau,
+                     "p_value": p_value, "top_median_speedup": float(np.exp(-np.median(measured[top]))),
                      "top_best_speedup": float(np.exp(-measured[top].min())),
                      "best_speedup": float(np.exp(-measured.min())), "share_faster": float((measured < 0).mean())})
     if args.json:

@@ -3,7 +3,11 @@ the compile cache and the Pareto front."""
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import jax
@@ -97,6 +101,25 @@ def test_cost_model_ranks_held_out_trials_of_a_known_function(tmp_path):
     report = ranking_report(data, ("decisions", "workload", "compiled"), holdout=0.3, seed=0)
     assert report.test >= 30 and report.train + report.test == len(data)
     assert report.kendall_tau > 0.4 and report.p_value < 0.01, report
+
+
+def test_transfer_benchmark_ranks_each_workload_by_the_others(tmp_path):
+    # benchmarks/transfer.py on a compare-like folder: two workloads' run stores, one known function.
+    for name, seed in (("first", 1), ("second", 2)):
+        (tmp_path / name).mkdir()
+        synthetic_store(tmp_path / name / "random-seed0.db", random_configs(60, seed=seed)).close()
+    script = Path(__file__).parents[1] / "benchmarks" / "transfer.py"
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), "--json"], capture_output=True, text=True,
+                          check=True)
+    rows = {row["workload"]: row for row in json.loads(done.stdout)}
+    assert set(rows) == {"first", "second"}
+    # Each is ranked by a model trained on the other's trials only (up to 61 each: a repeated random
+    # config is stored once).
+    assert rows["first"]["train"] == rows["second"]["test"] and rows["second"]["train"] == rows["first"]["test"]
+    assert all(row["test"] >= 55 and row["kendall_tau"] > 0.4 for row in rows.values()), rows
+    (tmp_path / "second" / "random-seed0.db").unlink()
+    refused = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True)
+    assert refused.returncode != 0 and "at least two workloads" in refused.stderr
 
 
 def test_cost_model_needs_enough_trials(tmp_path):

@@ -133,6 +133,18 @@ class RankingReport:
     per_workload: dict[str, float] = field(default_factory=dict)  # tau within each workload with >= 5 held out
 
 
+def held_out_ranking(train: list[Example], test: list[Example], seed: int = 0
+                     ) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Train on `train`, predict `test`: (predicted, measured log ratios, Kendall's tau, its p-value)."""
+    from scipy.stats import kendalltau
+
+    model = CostModel(seed).fit([e.features for e in train], [e.log_ratio for e in train])
+    predicted = model.predict([e.features for e in test])
+    measured = np.array([e.log_ratio for e in test])
+    tau, p = kendalltau(predicted, measured)
+    return predicted, measured, float(tau), float(p)
+
+
 def ranking_report(data: list[Example], feature_sets: Sequence[str], holdout: float = 0.3,
                    seed: int = 0) -> RankingReport:
     """Train on a random (1 - holdout) of the examples, rank the rest, report Kendall's tau."""
@@ -146,10 +158,7 @@ def ranking_report(data: list[Example], feature_sets: Sequence[str], holdout: fl
     order = np.random.default_rng(seed).permutation(len(data))
     n_test = max(3, int(round(holdout * len(data))))
     test, train = [data[i] for i in order[:n_test]], [data[i] for i in order[n_test:]]
-    model = CostModel(seed).fit([e.features for e in train], [e.log_ratio for e in train])
-    predicted = model.predict([e.features for e in test])
-    measured = np.array([e.log_ratio for e in test])
-    tau, p = kendalltau(predicted, measured)
+    predicted, measured, tau, p = held_out_ranking(train, test, seed)
     per_workload = {}
     for name in sorted({e.workload for e in test}):
         mine = [i for i, e in enumerate(test) if e.workload == name]
