@@ -254,7 +254,7 @@ def test_inert_decisions_learned_from_duplicates_are_mutated_last(name):
     assert with_hint[1] < without[1], (with_hint, without)
 
 
-def test_a_decision_is_inert_until_it_changes_the_executable_alone():
+def test_a_decision_is_inert_while_seen_inert_over_twice_as_often_as_effective():
     strategy = _strategy("random", decisions=EFFECTIVE + INERT)
     base = strategy.ask()
     strategy.tell(base, 1.0)
@@ -267,7 +267,7 @@ def test_a_decision_is_inert_until_it_changes_the_executable_alone():
     strategy.tell(e0, 0.9)  # a new executable, one decision from the base: e0 is effective
     strategy.tell({"codegen": {"e0": 1, "i0": 1}}, 0.9, same_as=e0)
     assert strategy.known_inert() == {("codegen", "i0"), ("codegen", "i1")}
-    strategy.tell({"codegen": {"i1": 1}}, 0.8)  # i1 alone changed the executable after all
+    strategy.tell({"codegen": {"i1": 1}}, 0.8)  # i1 alone changed the executable: seen inert 2, effective 1
     assert strategy.known_inert() == {("codegen", "i0")}
     mutations = [strategy.mutate({}) for _ in range(50)]
     assert all("i0" not in m["codegen"] for m in mutations)  # others are left: i0 is mutated last

@@ -27,8 +27,10 @@ Contract (what a strategy built on `SearchStrategy` gets and must provide):
   - inert decisions: two told configs that differ in at most `MAX_INERT_DIFF`
     decisions and built the same executable show those decisions inert there;
     two that differ in one decision and built different executables show it
-    effective. `mutate` changes a decision seen inert and never seen effective
-    (`known_inert()`) only when no other is left, so a search spends fewer
+    effective. A decision's effect often depends on others (an XNNPACK switch
+    changes nothing unless some fusion uses XNNPACK), so a decision seen inert
+    more than `INERT_ODDS` times as often as effective is taken as inert
+    (`known_inert()`); `mutate` changes one only when no other is left, so a search spends fewer
     trials rebuilding an executable it already has (a `duplicate` trial).
 - `inactive` lists the conditional decisions whose requirement cannot be
   searched here (its stage is not searched, or comes later in a staged
@@ -54,6 +56,7 @@ MAX_PARENT_ASSIGNMENTS = 1 << 16  # beyond this, counting the space exactly woul
 # Configs differing in more decisions than this say little about any one of them when they rebuild
 # the same executable (and comparing every pair of them would cost more than it tells).
 MAX_INERT_DIFF = 2
+INERT_ODDS = 2
 
 
 def requirements(decision: Decision) -> Config:
@@ -118,7 +121,7 @@ class SearchStrategy(ABC):
         # executable share one), and per decision how often it was seen inert or effective.
         self._executables: dict[str, tuple[Config, int]] = {}  # config key -> (config, class)
         self._inert: Counter[tuple[str, str]] = Counter()
-        self._effective: set[tuple[str, str]] = set()
+        self._effective: Counter[tuple[str, str]] = Counter()
         self.space_size = self._space_size()
 
     # -- to implement -------------------------------------------------------------------------
@@ -241,8 +244,9 @@ class SearchStrategy(ABC):
         return [(d.stage, d.id) for d in self.decisions if value_of(a, d) != value_of(b, d)]
 
     def known_inert(self) -> set[tuple[str, str]]:
-        """Decisions seen not to change the executable and never seen to change it alone."""
-        return {decision for decision in self._inert if decision not in self._effective}
+        """Decisions seen not to change the executable more than INERT_ODDS times as often as
+        seen to change it alone."""
+        return {decision for decision, n in self._inert.items() if n > INERT_ODDS * self._effective[decision]}
 
     def signature(self, config: Config, inert: set[tuple[str, str]]) -> str:
         """The config's key with the `inert` decisions at their base values: two configs with one
