@@ -18,6 +18,8 @@ from xtat.compare.report import campaign_report
 from xtat.compare.runner import CampaignPlan, available_strategies, record_from_result, run_campaign, run_paths
 from xtat.errors import UserError
 from xtat.report import to_html, to_markdown
+from xtat.space.space import config_key
+from xtat.store.sqlite import Store
 from xtat.tuner import TuneSettings
 
 XTAT = [sys.executable, "-m", "xtat.cli.app"]
@@ -306,3 +308,33 @@ def test_compare_cli_unknown_strategy_is_a_clear_error(tmp_path):
     result = _compare(tiny_target("tiny_mlp"), "--strategies", "sweep,warp-drive", "--db", tmp_path / "runs")
     assert result.returncode == 2 and "'warp-drive' does not exist; available:" in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_campaign_stats_counts_duplicates_their_distance_and_measurement_agreement(tmp_path):
+    # benchmarks/campaign_stats.py on a compare-like folder written here: one run whose third config
+    # rebuilt the second's executable, one decision away, and whose final config was re-measured.
+    folder = tmp_path / "w"
+    folder.mkdir()
+    store = Store.open(folder / "evolution-seed0.db")
+    workload = store.upsert_workload("fp", "program", "w", {"platform": "cpu"}, {})
+    run = store.begin_run(workload, {})
+    a = {"codegen": {"x": 1}}
+    b = {"codegen": {"x": 1, "y": True}}
+    history = []
+    for config, status, exe in (({}, "ok", "h0"), (a, "ok", "h1"), (b, "duplicate", "h1")):
+        trial = store.start_trial(workload, run, config, config_key(config))
+        store.finish_trial(trial, status, exe_hash=exe, median_s=1.0)
+        history.append({"config": config, "status": status, "median_s": 1.0, "spent_s": 0.1})
+    store.close()
+    record = {"strategy": "evolution", "seed": 0, "result": {"history": history, "best_config": a, "speedup": 1.25}}
+    (folder / "evolution-seed0.json").write_text(json.dumps(record))
+    (folder / "remeasured.json").write_text(json.dumps({"speedups": {config_key(a): {"speedup": 1.5}}}))
+    script = Path(__file__).parents[1] / "benchmarks" / "campaign_stats.py"
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), "--json"], capture_output=True, text=True,
+                          check=True)
+    [row] = json.loads(done.stdout)
+    assert row["duplicates"] == {"evolution": [1]}
+    assert row["duplicate_distance"]["evolution"] == {"sizes": {"1": 1}, "decisions": {"codegen.y": 1}}
+    assert row["remeasured_over_final"]["median"] == pytest.approx(1.5 / 1.25)
+    refused = subprocess.run([sys.executable, str(script), str(tmp_path / "w")], capture_output=True, text=True)
+    assert refused.returncode != 0 and "no run records" in refused.stderr
