@@ -22,8 +22,9 @@ Contract (what a strategy built on `SearchStrategy` gets and must provide):
   The base keeps the incumbent (the fastest config with a measured time: a
   failed config never becomes one) and two kinds of executable bookkeeping:
   - no-ops: the single-decision probes from the base config (`probes`) tell
-    which decisions never change the executable (`no_ops`); they are left out
-    of `active()` from then on;
+    which decisions never change the executable (`no_ops`: every probe built
+    the base's executable, read off the executable classes below); they are
+    left out of `active()` from then on;
   - inert decisions: two told configs that differ in at most `MAX_INERT_DIFF`
     decisions and built the same executable show those decisions inert there;
     two that differ in one decision and built different executables show it
@@ -115,8 +116,6 @@ class SearchStrategy(ABC):
         self._asked_base = False
         self.probes = self._probes()
         self._probe_keys = [(d, [config_key(c) for c in configs]) for d, configs in self.probes]
-        self._all_probe_keys = {key for _, keys in self._probe_keys for key in keys}
-        self._probe_changed: dict[str, bool] = {}  # probe config key -> its executable differed
         # Executable bookkeeping: each told config's executable class (configs that built the same
         # executable share one), and per decision how often it was seen inert or effective.
         self._executables: dict[str, tuple[Config, int]] = {}  # config key -> (config, class)
@@ -160,8 +159,6 @@ class SearchStrategy(ABC):
         key = config_key(config)
         self._pending.discard(key)
         self.results[key] = seconds
-        if key in self._all_probe_keys:
-            self._probe_changed[key] = not (same_as is not None and config_key(same_as) == config_key(self.base))
         if seconds is not None or same_as is not None:
             self._learn_executable(key, config, same_as)
         if seconds is not None and (self.incumbent is None or seconds < self.incumbent[1]):
@@ -214,8 +211,10 @@ class SearchStrategy(ABC):
 
     def no_ops_keys(self) -> list[tuple[str, str]]:
         """Decisions each of whose probes was told and gave the base's executable."""
+        base = self._executables.get(config_key(self.base))
         return [(d.stage, d.id) for d, keys in self._probe_keys
-                if keys and all(self._probe_changed.get(key) is False for key in keys)]
+                if base is not None and keys and all(self._executables.get(key, ({}, None))[1] == base[1]
+                                                     for key in keys)]
 
     @property
     def no_ops(self) -> list[str]:
