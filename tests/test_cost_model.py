@@ -244,7 +244,7 @@ def test_decision_features_name_values_not_positions():
 # -- racing and the compile cache with real workers ----------------------------------------------
 
 def test_racing_stops_a_slow_candidate_early_and_never_makes_it_a_finalist(db, monkeypatch):
-    # TEST-ONLY: every candidate but the default sleeps 2 ms per call (the default takes ~0.2 ms).
+    # TEST-ONLY: every candidate but the default sleeps 1 ms per call (the default takes ~0.2 ms).
     monkeypatch.setenv("XTAT_FAULT", "*:run:slow")
     # 9 samples of 10 ms: the default's interval (what candidates race against) stays tight
     # even when a busy machine stalls one sample.

@@ -231,7 +231,7 @@ def test_the_fastest_config_computing_subtly_wrong_numbers_is_rejected_and_the_w
 def test_nan_policy_same_positions_pass_others_are_rejected_and_never_selected(db, monkeypatch, kind, text):
     """tiny_nan_max's reference has NaN in row 3 of its max and column 5 of its min: a
     candidate must have NaN exactly there, and a non-finite value anywhere else fails it."""
-    # TEST-ONLY: the victim is the only build without a 2 ms slowdown, so it would win,
+    # TEST-ONLY: the victim is the only build without a 1 ms slowdown, so it would win,
     # but it puts a NaN (or Inf) where the reference is finite.
     victim = config_id(FAST_RUNTIME)
     monkeypatch.setenv("XTAT_FAULT", f"!{victim}:run:slow;{victim}:run:{kind}")
@@ -249,7 +249,7 @@ def test_nan_policy_same_positions_pass_others_are_rejected_and_never_selected(d
 
 WINNER = VICTIM  # third in the sweep of OPTIONS
 KILL_BUDGET = 4
-# TEST-ONLY: every build but the winner is 2 ms slower per call, so "the same best" is not
+# TEST-ONLY: every build but the winner is 1 ms slower per call, so "the same best" is not
 # left to timing noise between near-identical configs.
 CLEAR_WINNER = f"!{config_id(WINNER)}:run:slow"
 # Where the tuner is stopped: a fault that holds it there (a hang until its deadline, well

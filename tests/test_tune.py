@@ -98,7 +98,7 @@ def test_workload_failing_to_trace_or_under_default_compile_writes_nothing(db, m
 
 
 def test_significantly_faster_candidate_is_adopted_after_reverification(db, monkeypatch):
-    # TEST-ONLY fault: every call of the default build sleeps 2 ms, so every
+    # TEST-ONLY fault: every call of the default build sleeps 1 ms, so every
     # candidate is genuinely faster when timed.
     monkeypatch.setenv("XTAT_FAULT", "default:run:slow")
     result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), **FAST)

@@ -9,7 +9,7 @@ who is a config_id; `*` matches every candidate except the default;
 `default` matches the default; `!<config_id>` matches every build, the
 default included, except that config (to make one config the clear winner).
 phase is `compile`, `run` or `verify` (the check on make_inputs(1)); kind is
-one of KINDS. `slow` adds 2 ms to every call of the build (to make the
+one of KINDS. `slow` adds 1 ms to every call of the build (to make the
 others look faster); `wrong` perturbs its outputs by 1%; `flaky` perturbs
 them on every third check only (a config wrong ~30% of the time); `nan` and
 `inf` put a NaN or +Inf into the first element of each floating output (a
@@ -52,7 +52,7 @@ def _matching(config_id: str, phase: str, is_default: bool) -> list[str]:
 
 
 def slowdown_s(config_id: str) -> float:
-    return 0.002 if "slow" in _matching(config_id, "run", config_id == "default") else 0.0
+    return 0.001 if "slow" in _matching(config_id, "run", config_id == "default") else 0.0
 
 
 def is_lazy(config_id: str) -> bool:
