@@ -347,7 +347,8 @@ def test_two_tuners_and_a_jit_reader_share_one_database(db):
     workers = _workers()
     base = [*XTAT, "tune", tiny_target("tiny_mlp"), "--db", str(db), "--stages", "codegen", "--json", "--options"]
     # Both tuners search SHARED_WINNER; whoever measures it, it is fastest. (Not WINNER: on some CPUs an
-    # optimisation level builds the default's executable, and which tuner's row is the duplicate is a race.)
+    # optimisation level rebuilds another config's executable, and which tuner's row is the duplicate
+    # is a race.)
     env = {**os.environ, "XTAT_FAULT": f"!{config_id(SHARED_WINNER)}:run:slow"}
     first = subprocess.Popen([*base, ",".join(OPTIONS), "--budget", "6", "--seed", "1"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -52,6 +52,8 @@ def _matching(config_id: str, phase: str, is_default: bool) -> list[str]:
 
 
 def slowdown_s(config_id: str) -> float:
+    # 1 ms: a tiny build of ~50 us must stay under the tuner's 50x "impossibly fast" limit
+    # against a slowed default (2 ms crossed it on a fast CPU and rejected the tests' winner).
     return 0.001 if "slow" in _matching(config_id, "run", config_id == "default") else 0.0
 
 

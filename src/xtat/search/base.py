@@ -211,10 +211,12 @@ class SearchStrategy(ABC):
 
     def no_ops_keys(self) -> list[tuple[str, str]]:
         """Decisions each of whose probes was told and gave the base's executable."""
-        base = self._executables.get(config_key(self.base))
+        def executable(key: str) -> int | None:
+            return self._executables[key][1] if key in self._executables else None
+
+        base = executable(config_key(self.base))
         return [(d.stage, d.id) for d, keys in self._probe_keys
-                if base is not None and keys and all(self._executables.get(key, ({}, None))[1] == base[1]
-                                                     for key in keys)]
+                if base is not None and keys and all(executable(key) == base for key in keys)]
 
     @property
     def no_ops(self) -> list[str]:
