@@ -186,6 +186,32 @@ def test_ratio_summary_and_baseline_on_synthetic_campaign():
     assert summary.beats_baseline is True and summary.notes == ()
 
 
+def test_a_larger_reference_budget_censors_random_later_and_says_so():
+    runs = [
+        # w1: target 1.9x; tpe reaches it at trial 3 of 4; random, given 12, never does.
+        synthetic_run("w1", "random", [10.0] + [8.0] * 11),
+        synthetic_run("w1", "tpe", [10.0, 9, 5.0, 9]),
+        # w2: random reaches it at trial 10, past the others' budget; tpe never does.
+        synthetic_run("w2", "random", [10.0] + [9.0] * 8 + [5.0, 9, 9]),
+        synthetic_run("w2", "tpe", [10.0, 9, 9, 9]),
+    ]
+    analysis = analyze(runs, budget=4, reference_budget=12)
+    # Not reached counts as the run's own budget + 1: 13 for random, 5 for tpe.
+    assert analysis.summary.trials_ratio == {"w1": pytest.approx(3 / 13), "w2": pytest.approx(5 / 10)}
+    assert analyze(runs, budget=4).summary.trials_ratio["w1"] == pytest.approx(3 / 5)  # random capped at 5
+    report = to_markdown(campaign_report(analysis, "xtat compare (synthetic)", 1.0))
+    assert "budget + 1 = 5, random 13" in report and "random: 12" in report
+
+
+def test_reference_budget_goes_to_random_only_and_never_below_the_budget(tmp_path):
+    plan = CampaignPlan(("t:w",), ("random", "tpe"), budget=5, seeds=1, db_dir=tmp_path, reference_budget=15)
+    assert (plan.settings("random", 0).budget, plan.settings("tpe", 0).budget) == (15, 5)
+    with pytest.raises(UserError, match="at least --budget"):
+        CampaignPlan(("t:w",), ("random", "tpe"), budget=5, seeds=1, db_dir=tmp_path, reference_budget=4)
+    with pytest.raises(UserError, match="add random"):
+        CampaignPlan(("t:w",), ("tpe",), budget=5, seeds=1, db_dir=tmp_path, reference_budget=15)
+
+
 def test_summary_leaves_out_what_it_cannot_compute_and_says_why():
     runs = [synthetic_run("w", "random", [10.0, 10.0]), synthetic_run("w", "tpe", [10.0, 10.0]),
             synthetic_run("w", "sweep", [10.0, 2.0])]  # only sweep reaches its own best

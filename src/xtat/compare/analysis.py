@@ -105,7 +105,7 @@ class CampaignSummary:
 
     contenders: tuple[str, ...]  # the CONTENDERS that were run
     # Per workload: (trials to target of the best contender) / (those of random); not reached
-    # counts as budget + 1 trials (censored); None when neither reached the target.
+    # counts as the run's budget + 1 trials (censored); None when neither reached the target.
     trials_ratio: dict[str, float | None]
     median_trials_ratio: float | None
     # Per workload: (final speedup of the best contender) / (that of the baseline).
@@ -118,6 +118,7 @@ class CampaignSummary:
 @dataclass(frozen=True)
 class CampaignAnalysis:
     budget: int
+    reference_budget: int  # the budget of REFERENCE's runs: `budget` unless it was given more
     target_fraction: float
     workloads: tuple[WorkloadSummary, ...]
     summary: CampaignSummary
@@ -241,7 +242,7 @@ def censored_trials_to_target(runs: Sequence[RunRecord], target: float, budget: 
 
 
 def summarize_campaign(workloads: Sequence[WorkloadSummary], runs: Sequence[RunRecord],
-                       budget: int) -> CampaignSummary:
+                       budget: int, reference_budget: int) -> CampaignSummary:
     ran = {r.strategy for r in runs}
     contenders = tuple(c for c in CONTENDERS if c in ran)
     notes: list[str] = []
@@ -258,8 +259,9 @@ def summarize_campaign(workloads: Sequence[WorkloadSummary], runs: Sequence[RunR
         if contenders and REFERENCE in ran:
             best = min(censored_trials_to_target([r for r in mine if r.strategy == c], w.target, budget)
                        for c in contenders)
-            reference = censored_trials_to_target([r for r in mine if r.strategy == REFERENCE], w.target, budget)
-            both_censored = best > budget and reference > budget
+            reference = censored_trials_to_target([r for r in mine if r.strategy == REFERENCE], w.target,
+                                                  reference_budget)
+            both_censored = best > budget and reference > reference_budget
             trials_ratio[w.workload] = None if both_censored else best / reference
             if both_censored:
                 notes.append(f"{w.workload}: neither the contenders nor {REFERENCE} reached the target; "
@@ -280,9 +282,13 @@ def summarize_campaign(workloads: Sequence[WorkloadSummary], runs: Sequence[RunR
 
 
 def analyze(runs: Sequence[RunRecord], budget: int,
-            remeasured: Mapping[str, Mapping[str, float]] | None = None) -> CampaignAnalysis:
+            remeasured: Mapping[str, Mapping[str, float]] | None = None,
+            reference_budget: int | None = None) -> CampaignAnalysis:
     """Every table and curve of a campaign, from its runs and, per workload where it was done,
-    the re-measured speedups of its incumbents by config key."""
+    the re-measured speedups of its incumbents by config key. `reference_budget`: the budget of
+    REFERENCE's runs when it was larger than the others' (its trials to target are then
+    censored later, so the trials ratio bounds the true ratio more tightly)."""
+    reference_budget = budget if reference_budget is None else reference_budget
     remeasured = remeasured or {}
     if not runs:
         raise ValueError("no runs to analyze")
@@ -297,5 +303,6 @@ def analyze(runs: Sequence[RunRecord], budget: int,
             common += [rebased(r, reference_s) for r in mine]
     workloads = tuple(summarize_workload(n, [r for r in common if r.workload == n], n in remeasured)
                       for n in names)
-    return CampaignAnalysis(budget=budget, target_fraction=TARGET_FRACTION, workloads=workloads,
-                            summary=summarize_campaign(workloads, common, budget))
+    return CampaignAnalysis(budget=budget, reference_budget=reference_budget, target_fraction=TARGET_FRACTION,
+                            workloads=workloads,
+                            summary=summarize_campaign(workloads, common, budget, reference_budget))

@@ -35,6 +35,10 @@ def compare(
     strategies: str = typer.Option(..., help="Comma-separated strategies to run, e.g. "
                                    "random,evolution,tpe,optuna-options."),
     budget: int = typer.Option(60, help="Configs per run, the default included."),
+    reference_budget: Optional[int] = typer.Option(
+        None, help="Configs per random run (default: --budget). random is what the trials ratio divides by, "
+        "and a run that never reaches the target counts as budget + 1; a larger budget (e.g. 3x) measures "
+        "how many trials random needs instead of capping it."),
     seeds: int = typer.Option(3, help="Runs per (workload, strategy), with seeds 0..K-1."),
     db: Optional[Path] = typer.Option(None, "--db", help="Folder for one store and one record per run "
                                       "(default: compare/ beside the default database); rerunning the same "
@@ -60,7 +64,7 @@ def compare(
     try:
         plan = CampaignPlan(targets=tuple(targets), strategies=names(strategies),
                             budget=budget, seeds=seeds, db_dir=db or _default_dir(),
-                            stages=names(stages), tuning=tuning)
+                            stages=names(stages), tuning=tuning, reference_budget=reference_budget)
     except UserError as exc:
         _fail(str(exc))
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -86,7 +90,7 @@ def compare(
                                 description=f"re-measuring {name}: {incumbents} incumbents side by side")
 
             remeasured = remeasure_campaign(plan, runs, on_workload)
-    analysis = analyze(runs, budget, remeasured)
+    analysis = analyze(runs, budget, remeasured, reference_budget)
     wall_s = time.perf_counter() - started
     _print_tables(analysis, Console(stderr=as_json, width=None if sys.stdout.isatty() else 160))
     if report is not None:
@@ -99,7 +103,8 @@ def compare(
     console.print(f"{len(runs)} runs in {plan.db_dir}  wall {wall_s:.1f} s")
     if as_json:
         document = {"targets": list(plan.targets), "strategies": list(plan.strategies), "budget": budget,
-                    "seeds": seeds, "stages": list(plan.stages), "wall_s": wall_s, "db": str(plan.db_dir),
+                    "reference_budget": analysis.reference_budget, "seeds": seeds, "stages": list(plan.stages),
+                    "wall_s": wall_s, "db": str(plan.db_dir),
                     "analysis": asdict(analysis), "runs": [asdict(r) for r in runs], "remeasured": remeasured}
         sys.stdout.write(json.dumps(document) + "\n")  # one line, last
 

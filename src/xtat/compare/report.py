@@ -35,7 +35,7 @@ def summary_lines(analysis: CampaignAnalysis) -> list[str]:
         median = "-" if s.median_trials_ratio is None else f"{s.median_trials_ratio:.2f}"
         lines.append(f"trials to {analysis.target_fraction:.0%} of the best, best of {contenders} / {REFERENCE}: "
                      f"median over workloads {median} ({per}; not reached counts as budget + 1 = "
-                     f"{analysis.budget + 1})")
+                     f"{_censored_at(analysis)})")
     if s.speedup_vs_baseline:
         per = ", ".join(f"{w} {'-' if r is None else f'{r:.3f}'}" for w, r in s.speedup_vs_baseline.items())
         verdict = {True: "beats", False: "does not beat", None: "-"}[s.beats_baseline]
@@ -46,13 +46,26 @@ def summary_lines(analysis: CampaignAnalysis) -> list[str]:
     return lines
 
 
+def _censored_at(analysis: CampaignAnalysis) -> str:
+    if analysis.reference_budget == analysis.budget:
+        return str(analysis.budget + 1)
+    return f"{analysis.budget + 1}, {REFERENCE} {analysis.reference_budget + 1}"
+
+
+def _budgets(analysis: CampaignAnalysis) -> str:
+    if analysis.reference_budget == analysis.budget:
+        return f"at a budget of {analysis.budget} configs"
+    return (f"at a budget of {analysis.budget} configs ({REFERENCE}: {analysis.reference_budget}, so that its "
+            "trials to the target are measured rather than capped at the others' budget)")
+
+
 def campaign_report(analysis: CampaignAnalysis, command: str, wall_s: float):
     """The report: the command, the summary, and per workload a table and convergence figure."""
     from xtat.report import ConvergenceSeries, Figure, Paragraph, Preformatted, Report, Section, Table, \
         convergence_figure
 
     method = Paragraph(
-        f"Every strategy ran on every workload with every seed at a budget of {analysis.budget} configs "
+        f"Every strategy ran on every workload with every seed {_budgets(analysis)} "
         "(the default is config 1), each run in its own store. A run's incumbent after a trial is its fastest "
         "verified config so far by search timing. After the runs, every incumbent of every run on a workload "
         "was measured again side by side, interleaved with the default round by round in fresh workers; the "

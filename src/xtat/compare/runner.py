@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from xtat.compare.analysis import BASELINE, RunRecord, convergence, incumbents
+from xtat.compare.analysis import BASELINE, REFERENCE, RunRecord, convergence, incumbents
 from xtat.errors import UserError
 from xtat.stages.base import STAGE_ORDER
 from xtat.tuner import TrialEvent, TuneResult, TuneSettings, tune
@@ -46,6 +46,9 @@ class CampaignPlan:
     db_dir: Path  # one store and one record per run under it
     stages: tuple[str, ...] = STAGE_ORDER  # searched by every strategy but the baseline (codegen only)
     tuning: Mapping[str, Any] = field(default_factory=dict)  # TUNING_FIELDS overrides
+    # REFERENCE's budget (None: `budget`). Its trials to the target count as budget + 1 when
+    # not reached; a larger budget measures them instead of bounding them.
+    reference_budget: int | None = None
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -61,6 +64,12 @@ class CampaignPlan:
             raise UserError("--strategies names a strategy twice; name each once")
         if self.budget < 2:
             raise UserError("--budget must be at least 2 (the default is trial 1)")
+        if self.reference_budget is not None and self.reference_budget < self.budget:
+            raise UserError(f"--reference-budget ({self.reference_budget}) must be at least --budget "
+                            f"({self.budget}): it gives {REFERENCE} more configs, never fewer")
+        if self.reference_budget is not None and REFERENCE not in self.strategies:
+            raise UserError(f"--reference-budget is the budget of {REFERENCE!r}, which --strategies does not name; "
+                            f"add {REFERENCE} or drop --reference-budget")
         if self.seeds < 1:
             raise UserError("--seeds must be at least 1")
         unexpected = [k for k in self.tuning if k not in TUNING_FIELDS]
@@ -79,7 +88,8 @@ class CampaignPlan:
         if strategy == BASELINE:
             return TuneSettings(budget=self.budget, seed=seed, strategy="tpe", stages=("codegen",), **self.tuning)
         learn_from = earlier if STRATEGY_CLASSES[strategy].uses_prior else ()
-        return TuneSettings(budget=self.budget, seed=seed, strategy=strategy, stages=self.stages,
+        budget = (self.reference_budget or self.budget) if strategy == REFERENCE else self.budget
+        return TuneSettings(budget=budget, seed=seed, strategy=strategy, stages=self.stages,
                             learn_from=learn_from, **self.tuning)
 
 
