@@ -322,11 +322,12 @@ def test_tuner_killed_then_resumed_keeps_finished_rows_reruns_the_in_flight_one_
     tuner.send_signal(sig)
     _, stderr = tuner.communicate(timeout=60)
     if sig == signal.SIGINT:
-        assert tuner.returncode == 130 and "resume" in stderr
+        assert tuner.returncode == 130 and "resume" in stderr, (tuner.returncode, stderr[-3000:])
     elif sig == signal.SIGTERM:  # the same clean stop as Ctrl-C, with the conventional 128 + 15
-        assert tuner.returncode == 143 and "terminated" in stderr and "resume" in stderr
+        assert tuner.returncode == 143 and "terminated" in stderr and "resume" in stderr, (
+            tuner.returncode, stderr[-3000:])
     else:
-        assert tuner.returncode == -signal.SIGKILL
+        assert tuner.returncode == -signal.SIGKILL, (tuner.returncode, stderr[-3000:])
     rows = _rows(db)
     before = {k: r for k, r in rows.items() if r[1] != "running"}
     assert [k for k, r in rows.items() if r[1] == "running"] == ([in_flight] if in_flight else [])

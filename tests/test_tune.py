@@ -120,4 +120,5 @@ def test_finalist_failing_on_second_inputs_is_demoted_never_adopted(db, monkeypa
     assert demoted and all("make_inputs(1)" in error for error in demoted)
     assert "failed re-verification" in result.message and "tie" not in result.message
     # every candidate was either demoted or shares its executable with another trial
-    assert all(status in ("wrong_result", "duplicate") for _, key, status, _, _ in _rows(db) if key != "{}")
+    rows = _rows(db)
+    assert all(status in ("wrong_result", "duplicate") for _, key, status, _, _ in rows if key != "{}"), rows
