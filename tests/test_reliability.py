@@ -40,7 +40,12 @@ CODEGEN = dict(options=OPTIONS, stages=("codegen",), **FAST)
 FINALISING = {**CODEGEN, "rounds": 11}
 VICTIM = {"codegen": {"xla_backend_optimization_level": 1}}
 FAST_RUNTIME = {"codegen": {"xla_cpu_opt_preset": "CPU_OPT_PRESET_FAST_RUNTIME"}}  # first in the sweep of OPTIONS
-XTAT = [sys.executable, "-m", "xtat.cli.app"]
+# The installed command, as users run it. Not `python -m xtat.cli.app`: under -m, CPython 3.11
+# exits by SIGINT (-2) instead of with the command's 130 once a KeyboardInterrupt has passed
+# through code run by exec() of a string (a dataclass being created in a lazy import, say),
+# even though the command caught it (checked: `exec("raise KeyboardInterrupt")` caught, then
+# sys.exit(130), gives -2 under -m and 130 as a script).
+XTAT = [str(Path(sys.executable).with_name("xtat"))]
 
 
 MARK = f"XTAT_RELIABILITY_TEST={os.getpid()}"

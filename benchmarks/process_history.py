@@ -1,0 +1,57 @@
+"""Does a config's time depend on what else its worker process built and ran?
+
+    .venv/bin/python benchmarks/process_history.py FOLDER TARGET [--repeats 3]
+
+FOLDER is one workload's folder of an `xtat compare --db DIR` campaign (it holds
+`remeasured.json`); TARGET is that workload, as for `xtat tune`. The config that
+re-measured fastest there is measured side by side with the default
+(`xtat.tuning.side_by_side`, the adoption procedure) in two kinds of session,
+alternating, each in fresh workers:
+
+- alone: the default and that config only (what a tuning run's finalisation sees,
+  give or take two more finalists);
+- with all: the default and every incumbent of the campaign's runs on the workload
+  (what `xtat compare`'s re-measurement sees).
+
+If the two disagree, a config's time depends on the history of the process it runs
+in, not only on its own executable. Found on gaussian-mixture/inference, whose
+re-measured speedups were about 2.5x its runs' own final speedups.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from xtat.compare.remeasure import remeasured_path
+from xtat.tuning.session import make_stages, open_session
+from xtat.tuning.settings import TuneSettings
+from xtat.tuning.side_by_side import side_by_side
+from xtat.workload import capture, load_target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("target")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    speedups = json.loads(remeasured_path(args.folder).read_text())["speedups"]
+    measured = {key: row["speedup"] for key, row in speedups.items() if "speedup" in row}
+    top = max(measured, key=measured.__getitem__)
+    settings = TuneSettings()
+    captured = capture(load_target(args.target))
+    print(f"{len(measured)} incumbents; the fastest re-measured {measured[top]:.2f}x")
+    for repeat in range(args.repeats):
+        for label, keys in (("alone", [top]), ("with all", sorted(measured))):
+            with open_session(captured, settings, verify_inputs=False) as session:
+                result = side_by_side(session, make_stages(), {key: json.loads(key) for key in keys}, settings)
+            mine = result.configs[top]
+            assert result.default is not None and mine.error is None, mine.error
+            print(f"repeat {repeat} {label:8s}: default {result.default.median_s * 1e3:.3f} ms, "  # type: ignore[operator]
+                  f"fastest incumbent {mine.median_s * 1e3:.3f} ms, speedup {mine.speedup:.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
