@@ -266,6 +266,7 @@ def test_model_runs_learn_from_the_earlier_workloads_runs_only(tmp_path, monkeyp
 
     def fake_tune(workload, db, settings, on_trial=None):
         seen.append((workload.display_name, settings.strategy, settings.learn_from))
+        budgets.append((settings.strategy, settings.budget))
         Path(db).write_bytes(b"")
         return SimpleNamespace(to_json=lambda: {"history": [{"index": 1, "config": {}, "status": "ok",
                                                              "median_s": 1.0, "best_s": 1.0, "spent_s": 1.0}],
@@ -274,8 +275,12 @@ def test_model_runs_learn_from_the_earlier_workloads_runs_only(tmp_path, monkeyp
 
     monkeypatch.setattr(runner, "tune", fake_tune)
     plan = CampaignPlan((tiny_target("tiny_mlp"), tiny_target("tiny_nan_max")), ("random", "model"), budget=5, seeds=2,
-                        db_dir=tmp_path)
-    run_campaign(plan)
+                        db_dir=tmp_path, reference_budget=15)
+    budgets: list[tuple[str, int]] = []
+    starts = []
+    run_campaign(plan, on_run=starts.append)
+    # random gets the reference budget, in its tune settings and in what a progress display is told
+    assert budgets == [(s.strategy, s.budget) for s in starts] == [("random", 15), ("model", 5)] * 4
     first = [str(run_paths(tmp_path, "tiny_mlp", s, seed).store) for seed in (0, 1) for s in ("random", "model")]
     assert [(w, s, lf) for w, s, lf in seen if s == "model"] == [("tiny_mlp", "model", ())] * 2 + \
         [("tiny_nan_max", "model", tuple(first))] * 2

@@ -74,7 +74,7 @@ def compare(
 
         def on_run(start: RunStart) -> None:
             done = "  (finished before: read back)" if start.finished_before else ""
-            progress.update(task, completed=0, info="",
+            progress.update(task, completed=0, total=start.budget, info="",
                             description=f"run {start.index}/{start.total} {start.workload} {start.strategy} "
                                         f"seed {start.seed}{done}")
 

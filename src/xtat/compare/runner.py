@@ -173,6 +173,7 @@ class RunStart:
     strategy: str
     seed: int
     finished_before: bool  # its record exists: nothing is measured
+    budget: int  # this run's configs (random's may be larger: `reference_budget`)
 
 
 def run_campaign(plan: CampaignPlan, on_run: Callable[[RunStart], None] | None = None,
@@ -191,7 +192,8 @@ def run_campaign(plan: CampaignPlan, on_run: Callable[[RunStart], None] | None =
                 paths = run_paths(plan.db_dir, name, strategy, seed)
                 recorded = _read_record(paths.record, settings)
                 if on_run:
-                    on_run(RunStart(len(runs) + 1, total, name, strategy, seed, recorded is not None))
+                    on_run(RunStart(len(runs) + 1, total, name, strategy, seed, recorded is not None,
+                                    settings.budget))  # type: ignore[arg-type]
                 if recorded is None:
                     paths.store.parent.mkdir(parents=True, exist_ok=True)
                     try:
