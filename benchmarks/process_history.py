@@ -24,7 +24,7 @@ import argparse
 import json
 from pathlib import Path
 
-from xtat.compare.remeasure import remeasured_path
+from xtat.compare.remeasure import remeasured_path, speedups_only
 from xtat.tuning.session import make_stages, open_session
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
@@ -37,8 +37,7 @@ def main() -> None:
     parser.add_argument("target")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    speedups = json.loads(remeasured_path(args.folder).read_text())["speedups"]
-    measured = {key: row["speedup"] for key, row in speedups.items() if "speedup" in row}
+    measured = speedups_only(json.loads(remeasured_path(args.folder).read_text())["speedups"])
     top = max(measured, key=measured.__getitem__)
     settings = TuneSettings()
     captured = capture(load_target(args.target))

@@ -90,7 +90,7 @@ def compare(
                                 description=f"re-measuring {name}: {incumbents} incumbents side by side")
 
             remeasured = remeasure_campaign(plan, runs, on_workload)
-    analysis = analyze(runs, budget, remeasured, reference_budget)
+    analysis = analyze(runs, plan.budget, remeasured, plan.reference_budget)
     wall_s = time.perf_counter() - started
     _print_tables(analysis, Console(stderr=as_json, width=None if sys.stdout.isatty() else 160))
     if report is not None:

@@ -88,9 +88,12 @@ class CampaignPlan:
         if strategy == BASELINE:
             return TuneSettings(budget=self.budget, seed=seed, strategy="tpe", stages=("codegen",), **self.tuning)
         learn_from = earlier if STRATEGY_CLASSES[strategy].uses_prior else ()
-        budget = (self.reference_budget or self.budget) if strategy == REFERENCE else self.budget
-        return TuneSettings(budget=budget, seed=seed, strategy=strategy, stages=self.stages,
+        return TuneSettings(budget=self.budget_for(strategy), seed=seed, strategy=strategy, stages=self.stages,
                             learn_from=learn_from, **self.tuning)
+
+    def budget_for(self, strategy: str) -> int:
+        """Configs per run of `strategy`: `budget`, or `reference_budget` for REFERENCE when given."""
+        return (self.reference_budget or self.budget) if strategy == REFERENCE else self.budget
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,7 @@ def run_campaign(plan: CampaignPlan, on_run: Callable[[RunStart], None] | None =
                 recorded = _read_record(paths.record, settings)
                 if on_run:
                     on_run(RunStart(len(runs) + 1, total, name, strategy, seed, recorded is not None,
-                                    settings.budget))  # type: ignore[arg-type]
+                                    plan.budget_for(strategy)))
                 if recorded is None:
                     paths.store.parent.mkdir(parents=True, exist_ok=True)
                     try:
