@@ -14,6 +14,7 @@ from jax.experimental import serialize_executable
 
 import xtat
 from tiny import mlp, tiny_mlp
+from xtat.build.builder import executable_identity
 from xtat.store.sqlite import Store
 from xtat.workload import capture
 
@@ -21,7 +22,7 @@ OPTIONS = {"xla_cpu_prefer_vector_width": 128, "xla_backend_optimization_level":
 
 
 def _hash(compiled) -> str:
-    return hashlib.sha256(serialize_executable.serialize(compiled)[0]).hexdigest()
+    return executable_identity(compiled)
 
 
 def _record(db, adopted: bool = True) -> None:
@@ -42,7 +43,7 @@ def test_jit_compiles_with_the_adopted_options(db):
         warnings.simplefilter("error")  # an adopted record must not warn
         out = tuned(*args)
     np.testing.assert_allclose(out[0], jax.jit(mlp)(*args)[0], rtol=1e-5)
-    (executable,) = tuned.compiled_executables()
+    executable = tuned.lower(*args).compile()
     lowered = jax.jit(mlp).lower(*args)
     assert _hash(executable) == _hash(lowered.compile(compiler_options=OPTIONS))
     assert _hash(executable) != _hash(lowered.compile())
@@ -56,7 +57,7 @@ def test_jit_without_database_uses_defaults_and_warns_once(tmp_path):
         tuned(*args)
         tuned(*args)
     assert len([w for w in caught if "xtat.jit" in str(w.message)]) == 1
-    assert _hash(tuned.compiled_executables()[0]) == _hash(jax.jit(mlp).lower(*args).compile())
+    assert _hash(tuned.lower(*args).compile()) == _hash(jax.jit(mlp).lower(*args).compile())
     assert not (tmp_path / "missing.db").exists()
 
 
@@ -72,17 +73,25 @@ def test_jit_with_stale_record_falls_back(db):
         assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 1  # never deleted
 
 
-def test_jit_with_option_rejected_by_this_xla_falls_back(db):
+@pytest.mark.parametrize("codegen, warning, reason", [
+    # An option this jaxlib does not define: vetted against its DebugOptions before any compile.
+    ({"xla_option_from_the_future": True}, "not XLA options of this jaxlib", "xla_option_from_the_future"),
+    # A known option with a value XLA refuses: the compile fails, the defaults take over.
+    ({"xla_backend_optimization_level": 1.5}, "not applicable here", "xla_backend_optimization_level"),
+])
+def test_jit_with_option_rejected_by_this_xla_falls_back(db, codegen, warning, reason):
     _record(db)
     with sqlite3.connect(db) as con:
-        con.execute("""UPDATE results SET config='{"codegen": {"xla_option_from_the_future": true}}'""")
+        con.execute("UPDATE results SET config=?", (json.dumps({"codegen": codegen}),))
     tuned = xtat.jit(mlp, db=db)
-    with pytest.warns(UserWarning, match="not applicable here"):
+    with pytest.warns(UserWarning, match=warning):
         out = tuned(*tiny_mlp().args)
-    assert np.isfinite(out[0])
+        tuned(*tiny_mlp().args)
+    np.testing.assert_allclose(out[0], jax.jit(mlp)(*tiny_mlp().args)[0], rtol=1e-5)
+    assert tuned.lookups()[0].found.value == "rejected"
     with sqlite3.connect(db) as con:  # the row is marked, not deleted
         (detail,) = con.execute("SELECT detail FROM results").fetchone()
-    assert "xla_option_from_the_future" in json.loads(detail)["rejected_at_apply"][0]["reason"]
+    assert reason in json.loads(detail)["rejected_at_apply"][0]["reason"]
 
 
 def test_jit_with_corrupt_database_falls_back(tmp_path):

@@ -1,195 +1,79 @@
-"""`xtat.jit`: a drop-in for `jax.jit` that compiles with the adopted config.
+"""`xtat.jit`: `jax.jit` that compiles each input signature with its adopted config.
 
-On the first call for an input signature it lowers the function as
-`jax.jit` would, looks the fingerprint up in the store and compiles with the
-adopted compile options. Anything that goes wrong on the way (no database, a
-stale or foreign record, an option this XLA rejects) falls back to the
-default compile with one warning: it never fails where `jax.jit` succeeds.
+Each config in use (XLA's defaults included) gets one `jax.jit` of the
+function, its program rewrites applied at trace time and its compile
+options passed as `compiler_options`. Once every signature seen so far
+shares one config, calling the `xtat.jit` object *is* calling that
+`jax.jit` object: the call slot of the object's own class points at it, so
+steady-state calls take jax's C++ dispatch with no Python frame of ours.
+
+A signature is resolved once, when jax traces it (or on the first call):
+lower as `jax.jit` would, fingerprint, look up the store. A new signature
+traced by the active `jax.jit` whose config differs is traced with its own
+rewrites, and later calls go through a Python router that picks the
+`jax.jit` of each signature's config (one dictionary lookup and a pytree
+flatten per call). That one first call compiles with the active config's
+compile options, the options adopted for another signature of the same
+function.
+
+Anything that goes wrong on the way (no database, a stale or foreign record,
+an option this XLA rejects, a rewrite that no longer applies) falls back to
+XLA's defaults with one warning; errors of the user's own function are
+raised exactly as `jax.jit` raises them. Inside an outer trace (jit, grad,
+scan) the rewrites apply and the compile options are the outer program's:
+see `nesting.py`.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
+import threading
+import types
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
 import jax
+from jax._src import core
 
-from xtat.errors import StoreError
-from xtat.stages.base import Candidate
-from xtat.store.sqlite import Store, default_path
+from xtat.apply import nesting
+from xtat.apply.lookup import Found, Lookup, lookup, mark_rejected, runtime_mismatch
+from xtat.space.space import config_key
 from xtat.workload import Identity
+
+# Kept for callers of the old module layout (tests, `xtat apply`).
+from xtat.apply.lookup import deployment  # noqa: F401
+
+_NOT_STATIC = object()
 
 
 @dataclass(frozen=True)
-class Lookup:
-    """What the store says for one lowered program."""
+class _Statics:
+    """Which arguments jax.jit treats as static, in either call style."""
 
-    options: dict[str, object]
-    reason: str  # "adopted" | "not adopted" | "no record" | "stale" | "no database" | "unreadable"
-    result_id: int | None = None
-    candidate: Candidate = Candidate()  # every stage's part of the adopted config
+    numbers: tuple[int, ...]
+    names: frozenset[str]
 
-
-def lookup(identity: Identity, db: str | Path | None) -> Lookup:
-    path = Path(db) if db is not None else default_path()
-    if not path.exists():
-        return Lookup({}, "no database")
-    try:
-        store = Store.open(path, read_only=True)
-    except StoreError as exc:
-        return Lookup({}, f"unreadable: {exc}")
-    try:
-        if store.is_new():
-            return Lookup({}, "no database")
-        record = store.workload(identity.fingerprint)
-        if record is None:
-            others = store.workloads_of_program(identity.program)
-            if others:
-                env = others[-1].env
-                return Lookup({}, f"stale: tuned under {env}, running under {identity.env}")
-            return Lookup({}, "no record")
-        result = store.latest_result(record.id)
-        if result is None or not result.adopted:
-            return Lookup({}, "not adopted")
-        candidate = deployment(result.config)
-        return Lookup(candidate.compile_options, "adopted", result.id, candidate)
-    except Exception as exc:  # a damaged file must not break the caller
-        return Lookup({}, f"unreadable: {exc}")
-    finally:
-        store.close()
-
-
-def deployment(config: dict) -> Candidate:
-    """What an adopted config asks of production: rewrites, compile options, environment."""
-    from xtat.stages.base import concretize
-    from xtat.tuner import make_stages
-
-    return concretize(make_stages(), config)
-
-
-def runtime_mismatch(candidate: Candidate) -> str | None:
-    """How this process differs from the tuned runtime environment, if it does."""
-    import os
-
-    import jax
-
-    from xtat.stages.runtime import ENV_CPUS, ENV_HOST_DEVICES, HOST_DEVICES_FLAG
-
-    env = dict(candidate.env)
-    differences = []
-    cpus = env.get(ENV_CPUS)
-    if cpus is not None and len(cpus.split(",")) != len(os.sched_getaffinity(0)):
-        differences.append(f"tuned with {len(cpus.split(','))} CPU(s), this process has "
-                           f"{len(os.sched_getaffinity(0))}: start it under `taskset -c {cpus}`")
-    devices = env.get(ENV_HOST_DEVICES)
-    if devices is not None and int(devices) != jax.local_device_count("cpu"):
-        differences.append(f"tuned with {devices} host device(s), this process has "
-                           f"{jax.local_device_count('cpu')}: set XLA_FLAGS={HOST_DEVICES_FLAG}={devices}")
-    return "; ".join(differences) or None
-
-
-def _mark_rejected(db: str | Path | None, result_id: int | None, reason: str) -> None:
-    """Best effort: record on the result row that this XLA rejected it; never fails the caller."""
-    if result_id is None:
-        return
-    try:
-        from xtat.workload import environment_identity
-
-        store = Store.open(Path(db) if db is not None else default_path())
+    @classmethod
+    def of(cls, fn: Callable, static_argnums: Any, static_argnames: Any) -> "_Statics":
+        numbers = _as_tuple(static_argnums)
+        names = _as_tuple(static_argnames)
         try:
-            store.mark_rejected(result_id, reason, environment_identity())
-        finally:
-            store.close()
-    except Exception:  # a read-only or busy database: the warning already told the user
-        pass
+            parameters = list(inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            parameters = []
+        positional = [p.name for p in parameters if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        # As jax does: numbers name their parameters, names number theirs, when only one is given.
+        if static_argnums is not None and static_argnames is None:
+            names = tuple(positional[i] for i in numbers if -len(positional) <= i < len(positional))
+        elif static_argnames is not None and static_argnums is None:
+            numbers = tuple(i for i, name in enumerate(positional) if name in names)
+        return cls(tuple(numbers), frozenset(names))
 
-
-class _Jitted:
-    """Callable like the result of `jax.jit(fn)`, with one executable per signature."""
-
-    def __init__(self, fn: Callable, db: str | Path | None, jit_kwargs: dict):
-        self._fn = fn
-        self._db = db
-        self._jitted = jax.jit(fn, **jit_kwargs)
-        self._jit_kwargs = jit_kwargs
-        self._static_argnums = _as_tuple(jit_kwargs.get("static_argnums"))
-        self._static_argnames = _as_tuple(jit_kwargs.get("static_argnames"))
-        self._compiled: dict[Any, Any] = {}
-        self._lookups: dict[Any, Lookup] = {}
-        self._warned: set[str] = set()
-        functools.update_wrapper(self, fn)
-
-    def _signature(self, args: tuple, kwargs: dict) -> Any:
-        """Static values by value, everything else by shape, dtype and sharding, as jax.jit keys."""
-        static_positions = _indices(self._static_argnums, len(args))
-        static = tuple((i, a) for i, a in enumerate(args) if i in static_positions)
-        static += tuple(sorted((k, v) for k, v in kwargs.items() if k in self._static_argnames))
-        dynamic = ([a for i, a in enumerate(args) if i not in static_positions],
-                   {k: v for k, v in kwargs.items() if k not in self._static_argnames})
-        leaves, tree = jax.tree.flatten(dynamic)
-        avals = tuple(
-            (tuple(x.shape), str(x.dtype), x.sharding if isinstance(x, jax.Array) else None)
-            if hasattr(x, "shape") and hasattr(x, "dtype") else type(x)
-            for x in leaves
-        )
-        return tree, avals, static
-
-    def _warn(self, message: str) -> None:
-        if message not in self._warned:
-            self._warned.add(message)
-            warnings.warn(f"xtat.jit({getattr(self._fn, '__name__', 'fn')}): {message}", stacklevel=3)
-
-    def _compile(self, args: tuple, kwargs: dict):
-        lowered = self._jitted.lower(*args, **kwargs)
-        found = lookup(Identity.of(lowered), self._db)
-        if found.reason != "adopted":
-            if found.reason != "not adopted":
-                self._warn(f"compiling with XLA defaults ({found.reason})")
-            return lowered.compile(), found
-        candidate = found.candidate
-        mismatch = runtime_mismatch(candidate)
-        if mismatch:
-            self._warn(mismatch)
-        try:
-            if candidate.program:
-                from xtat.stages.program import rewrite
-
-                rewritten = jax.jit(rewrite(self._fn, candidate.program), **self._jit_kwargs)
-                lowered = rewritten.lower(*args, **kwargs)
-            return lowered.compile(compiler_options=found.options or None), found
-        except Exception as exc:  # e.g. an option removed in a newer XLA, or a rewrite that no longer applies
-            self._warn(f"adopted config {found.candidate} not applicable here ({exc}); compiling with defaults")
-            _mark_rejected(self._db, found.result_id, f"{type(exc).__name__}: {exc}")
-            return self._jitted.lower(*args, **kwargs).compile(), Lookup({}, f"rejected: {exc}", found.result_id)
-
-    def __call__(self, *args, **kwargs):
-        try:
-            key = self._signature(args, kwargs)
-            compiled = self._compiled.get(key)
-            if compiled is None:
-                compiled, found = self._compile(args, kwargs)
-                self._compiled[key] = compiled
-                self._lookups[key] = found
-            # Compiled executables take the dynamic arguments only.
-            dynamic_args = tuple(a for i, a in enumerate(args) if i not in _indices(self._static_argnums, len(args)))
-            dynamic_kwargs = {k: v for k, v in kwargs.items() if k not in self._static_argnames}
-            return compiled(*dynamic_args, **dynamic_kwargs)
-        except Exception as exc:
-            self._warn(f"tuned path unavailable ({type(exc).__name__}: {str(exc)[:200]}); using jax.jit")
-            return self._jitted(*args, **kwargs)
-
-    def lower(self, *args, **kwargs):
-        return self._jitted.lower(*args, **kwargs)
-
-    def lookups(self) -> list[Lookup]:
-        """What the store said for each signature compiled so far (for tests and `--verbose`)."""
-        return list(self._lookups.values())
-
-    def compiled_executables(self) -> list[Any]:
-        return list(self._compiled.values())
+    def positions(self, count: int) -> frozenset[int]:
+        return frozenset(n + count if n < 0 else n for n in self.numbers)
 
 
 def _as_tuple(value: Any) -> tuple:
@@ -198,15 +82,228 @@ def _as_tuple(value: Any) -> tuple:
     return (value,) if isinstance(value, (int, str)) else tuple(value)
 
 
-def _indices(numbers: tuple, count: int) -> set[int]:
-    return {n % count for n in numbers} if count else set()
+def _aval(leaf: Any) -> Hashable:
+    aval = jax.typeof(leaf)
+    return tuple(aval.shape), aval.dtype, getattr(aval, "weak_type", False)
 
 
-def jit(fn: Callable | None = None, *, db: str | Path | None = None, **jit_kwargs):
+class _CallState(threading.local):
+    """Per thread: the config whose program the wrapper last traced to completion."""
+
+    traced: str | None = None
+
+
+class Jitted:
+    """Callable like `jax.jit(fn, **jit_kwargs)`, with the adopted config of each signature.
+
+    Every instance has a class of its own so that its call slot can point
+    straight at a `jax.jit` object (see the module docstring).
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Jitted":
+        own = type(cls.__name__, (cls,), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+        return super().__new__(own)
+
+    def __init__(self, fn: Callable, db: str | Path | None, jit_kwargs: dict):
+        self._fn = fn
+        self._db = db
+        self._user_options: dict[str, Any] = dict(jit_kwargs.pop("compiler_options", None) or {})
+        self._jit_kwargs = jit_kwargs
+        # Exactly what the user's jax.jit would be: the fingerprint is taken on its lowering,
+        # and its construction raises what jax.jit raises for bad keywords.
+        self._default = jax.jit(fn, **jit_kwargs, compiler_options=self._user_options or None)
+        self._statics = _Statics.of(fn, jit_kwargs.get("static_argnums"), jit_kwargs.get("static_argnames"))
+        self._routes: dict[Hashable, Lookup] = {}
+        self._entries: dict[str, Any] = {}  # config key -> jax.jit object
+        self._lock = threading.RLock()
+        self._state = _CallState()
+        self._warned: set[str] = set()
+        functools.update_wrapper(self, fn)
+        self._install(self._route_call)
+
+    # ---------------------------------------------------------------- dispatch
+
+    def _install(self, target: Callable) -> None:
+        type(self).__call__ = staticmethod(target)  # type: ignore[method-assign,assignment]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per instance by _install
+        return self._route_call(*args, **kwargs)
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        return self if instance is None else types.MethodType(self, instance)
+
+    def _route_call(self, *args: Any, **kwargs: Any) -> Any:
+        """The Python path: first calls, and functions whose signatures use several configs."""
+        try:
+            key = self._key(args, kwargs)
+            hash(key)
+        except Exception:  # arguments jax.jit refuses: let it say so, in its words
+            return self._default(*args, **kwargs)
+        route = self._route(key, args, kwargs)
+        self._state.traced = None
+        try:
+            out = self._entry(route)(*args, **kwargs)
+        except Exception as exc:
+            if self._state.traced != _key_of(route) or not (route.options or route.candidate.program):
+                raise  # the user's function (or jax's argument checks) failed: as jax.jit would
+            self._state.traced = None
+            route = self._reject(key, route, exc)
+            out = self._entry(route)(*args, **kwargs)
+        with self._lock:
+            configs = {_key_of(r) for r in self._routes.values()}
+            if len(configs) == 1:
+                self._install(self._entry(route))
+        return out
+
+    def _key(self, args: tuple, kwargs: dict) -> Hashable:
+        """The signature as jax.jit keys it: static values, then the dynamic tree and avals."""
+        positions = self._statics.positions(len(args))
+        static = tuple((i, a) for i, a in enumerate(args) if i in positions)
+        static += tuple(sorted((k, v) for k, v in kwargs.items() if k in self._statics.names))
+        dynamic = (tuple(a for i, a in enumerate(args) if i not in positions),
+                   {k: v for k, v in kwargs.items() if k not in self._statics.names})
+        leaves, tree = jax.tree.flatten(dynamic)
+        return tree, tuple(map(_aval, leaves)), static
+
+    def _route(self, key: Hashable, args: tuple, kwargs: dict) -> Lookup:
+        route = self._routes.get(key)
+        if route is None:
+            with self._lock:
+                route = self._routes.get(key) or self._resolve(key, args, kwargs)
+        return route
+
+    def _resolve(self, key: Hashable, args: tuple, kwargs: dict) -> Lookup:
+        specs = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.aval.weak_type)
+            if isinstance(x, core.Tracer) else x, (args, kwargs))
+        found = lookup(Identity.of(self._default.lower(*specs[0], **specs[1])), self._db)
+        if found.found is Found.ADOPTED:
+            mismatch = runtime_mismatch(found.candidate)
+            if mismatch:
+                self._warn(mismatch)
+        elif found.found is not Found.NOT_ADOPTED:
+            self._warn(f"compiling with XLA defaults ({found.reason})")
+            if found.found is Found.REJECTED:
+                mark_rejected(self._db, found.result_id, found.reason)
+        self._routes[key] = found
+        return found
+
+    def _reject(self, key: Hashable, route: Lookup, exc: Exception) -> Lookup:
+        """The adopted config failed to apply here: defaults from now on, marked on the record."""
+        reason = f"{type(exc).__name__}: {exc}"
+        self._warn(f"adopted config {route.candidate} not applicable here ({reason[:300]}); compiling with defaults")
+        mark_rejected(self._db, route.result_id, reason)
+        rejected = Lookup(Found.REJECTED, reason, route.result_id)
+        with self._lock:
+            self._routes[key] = rejected
+        return rejected
+
+    def _entry(self, route: Lookup) -> Any:
+        """The jax.jit object of a config: its rewrites at trace time, its options at compile time."""
+        config = _key_of(route)
+        entry = self._entries.get(config)
+        if entry is not None:
+            return entry
+        with self._lock:
+            if config in self._entries:
+                return self._entries[config]
+            options = {**self._user_options, **route.options}
+            entry = jax.jit(self._wrapper(route), **self._jit_kwargs, compiler_options=options or None)
+            if route.options and not nesting.register(self, entry):
+                entry = self._python_entry(entry, self._wrapper(route))
+            self._entries[config] = entry
+            return entry
+
+    def _python_entry(self, entry: Any, wrapper: Callable) -> Any:
+        """Where this jax cannot let an optioned jit nest: retry a nested call without the options."""
+        plain = jax.jit(wrapper, **self._jit_kwargs, compiler_options=self._user_options or None)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return entry(*args, **kwargs)
+            except ValueError as exc:
+                if "top-level" not in str(exc):
+                    raise
+                return plain(*args, **kwargs)
+
+        for name in ("lower", "trace", "eval_shape", "clear_cache"):
+            setattr(call, name, getattr(entry, name))
+        return call
+
+    def _wrapper(self, route: Lookup) -> Callable:
+        """What jax traces for a config: the signature's own program, rewritten as its config says."""
+        config = _key_of(route)
+
+        @functools.wraps(self._fn)
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            own = self._route(self._key(args, kwargs), args, kwargs)
+            if _key_of(own) != config:
+                # A new signature reached the active jit: trace its own program, route later calls.
+                self._install(self._route_call)
+            out = self._body(own)(*args, **kwargs)
+            self._state.traced = _key_of(own)
+            return out
+
+        return traced
+
+    def _body(self, route: Lookup) -> Callable:
+        program = route.candidate.program
+        if not program:
+            return self._fn
+        from xtat.stages.program import rewrite
+
+        return rewrite(self._fn, program)
+
+    def _warn(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            warnings.warn(f"xtat.jit({getattr(self._fn, '__name__', 'fn')}): {message}", stacklevel=4)
+
+    # ---------------------------------------------------------------- jax.jit's staged API
+
+    def _entry_for(self, args: tuple, kwargs: dict) -> Any:
+        try:
+            key = self._key(args, kwargs)
+            hash(key)
+        except Exception:
+            return self._default
+        return self._entry(self._route(key, args, kwargs))
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """jax.jit's `lower`: the tuned program; `.compile()` applies the tuned options."""
+        return self._entry_for(args, kwargs).lower(*args, **kwargs)
+
+    def trace(self, *args: Any, **kwargs: Any) -> Any:
+        return self._entry_for(args, kwargs).trace(*args, **kwargs)
+
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        return self._default.eval_shape(*args, **kwargs)
+
+    def clear_cache(self) -> None:
+        """Forget compiled executables and what the store said: the next call looks again."""
+        with self._lock:
+            for entry in self._entries.values():
+                entry.clear_cache()
+            self._default.clear_cache()
+            self._entries.clear()
+            self._routes.clear()
+            self._install(self._route_call)
+
+    def lookups(self) -> list[Lookup]:
+        """What the store said for each signature resolved so far."""
+        return list(self._routes.values())
+
+
+def _key_of(route: Lookup) -> str:
+    candidate = route.candidate
+    return config_key({"program": candidate.program, "options": candidate.compile_options})
+
+
+def jit(fn: Callable | None = None, *, db: str | Path | None = None, **jit_kwargs: Any) -> Any:
     """Drop-in for `jax.jit(fn, **jit_kwargs)` that applies the adopted config from `db`.
 
-    Usable as `xtat.jit(fn)`, `@xtat.jit` or `@xtat.jit(db=...)`.
+    Usable as `xtat.jit(fn)`, `@xtat.jit` or `@xtat.jit(db=..., static_argnums=...)`.
     """
     if fn is None:
-        return lambda f: _Jitted(f, db, jit_kwargs)
-    return _Jitted(fn, db, jit_kwargs)
+        return functools.partial(jit, db=db, **jit_kwargs)
+    return Jitted(fn, db, dict(jit_kwargs))

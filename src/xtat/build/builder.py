@@ -57,7 +57,7 @@ def executable_identity(compiled) -> str:
     text = compiled.as_text()
     # Source locations and op names in metadata say where the program was traced
     # from (a rewritten program is traced elsewhere), not what it computes.
-    digest = hashlib.sha256(_METADATA.sub("", text).encode())
+    digest = hashlib.sha256(_STACK_FRAMES.sub("", _METADATA.sub("", text)).encode())
     try:
         payload = compiled.runtime_executable().serialize()
         length, start = read_varint(payload, 0)
@@ -81,6 +81,8 @@ def executable_identity(compiled) -> str:
 
 
 _METADATA = re.compile(r",? metadata=\{[^{}]*\}")
+# The tables of Python frames that the metadata points into (file names, lines, callers).
+_STACK_FRAMES = re.compile(r"^(FileNames|FunctionNames|FileLocations|StackFrames)\n(?:.+\n)*", re.MULTILINE)
 
 
 def _module_name(hlo_text: str) -> bytes:

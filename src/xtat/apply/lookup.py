@@ -1,0 +1,140 @@
+"""What the store says for one lowered program, and what an adopted config asks of production.
+
+Shared by `xtat.jit`, `xtat apply`, `xtat export --preset` and `xtat run`.
+Reading never fails the caller: a missing, stale, damaged or foreign store is
+a `Lookup` with a reason and no options.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from xtat.errors import StoreError
+from xtat.stages.base import Candidate
+from xtat.store.sqlite import Store, default_path
+from xtat.workload import Identity
+
+
+class Found(str, Enum):
+    """Why a program compiles the way it does."""
+
+    ADOPTED = "adopted"
+    NOT_ADOPTED = "not adopted"
+    NO_RECORD = "no record"
+    STALE = "stale"
+    NO_DATABASE = "no database"
+    UNREADABLE = "unreadable"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What the store says for one lowered program."""
+
+    found: Found
+    detail: str = ""
+    result_id: int | None = None
+    candidate: Candidate = field(default_factory=Candidate)  # every stage's part of the adopted config
+
+    @property
+    def options(self) -> dict[str, object]:
+        return self.candidate.compile_options
+
+    @property
+    def reason(self) -> str:
+        return f"{self.found.value}: {self.detail}" if self.detail else self.found.value
+
+
+def lookup(identity: Identity, db: str | Path | None) -> Lookup:
+    path = Path(db) if db is not None else default_path()
+    if not path.exists():
+        return Lookup(Found.NO_DATABASE)
+    try:
+        store = Store.open(path, read_only=True)
+    except StoreError as exc:
+        return Lookup(Found.UNREADABLE, str(exc))
+    try:
+        if store.is_new():
+            return Lookup(Found.NO_DATABASE)
+        record = store.workload(identity.fingerprint)
+        if record is None:
+            others = store.workloads_of_program(identity.program)
+            if others:
+                return Lookup(Found.STALE, f"tuned under {others[-1].env}, running under {identity.env}")
+            return Lookup(Found.NO_RECORD)
+        result = store.latest_result(record.id)
+        if result is None or not result.adopted:
+            return Lookup(Found.NOT_ADOPTED)
+        candidate = deployment(result.config)
+        unknown = unknown_options(candidate.compile_options)
+        if unknown:
+            return Lookup(Found.REJECTED, f"option(s) {unknown} are not XLA options of this jaxlib", result.id)
+        return Lookup(Found.ADOPTED, "", result.id, candidate)
+    except Exception as exc:  # a damaged file must not break the caller
+        return Lookup(Found.UNREADABLE, f"{type(exc).__name__}: {exc}")
+    finally:
+        store.close()
+
+
+def deployment(config: dict) -> Candidate:
+    """What an adopted config asks of production: rewrites, compile options, environment."""
+    from xtat.stages.base import concretize
+    from xtat.tuner import make_stages
+
+    return concretize(make_stages(), config)
+
+
+@functools.cache
+def _known_options() -> frozenset[str]:
+    from xtat.space.catalog import debug_options
+
+    # Build-option knobs that compiler_options also accepts (set on ExecutableBuildOptions).
+    build = {"exec_time_optimization_effort", "memory_fitting_effort", "optimization_level", "memory_fitting_level"}
+    return frozenset(debug_options()) | build
+
+
+def unknown_options(options: dict[str, object]) -> list[str]:
+    """Options this jaxlib's XLA does not define: applying them would fail the compile."""
+    return sorted(name for name in options if name not in _known_options())
+
+
+def runtime_mismatch(candidate: Candidate) -> str | None:
+    """How this process differs from the tuned runtime environment, if it does."""
+    import jax
+
+    from xtat.stages.runtime import ENV_CPUS, ENV_HOST_DEVICES
+
+    env = dict(candidate.env)
+    differences = []
+    cpus = env.get(ENV_CPUS)
+    if cpus is not None and len(cpus.split(",")) != len(os.sched_getaffinity(0)):
+        differences.append(f"tuned with {len(cpus.split(','))} CPU(s), this process has "
+                           f"{len(os.sched_getaffinity(0))}")
+    devices = env.get(ENV_HOST_DEVICES)
+    if devices is not None and int(devices) != jax.local_device_count("cpu"):
+        differences.append(f"tuned with {devices} host device(s), this process has "
+                           f"{jax.local_device_count('cpu')}")
+    if not differences:
+        return None
+    return ("; ".join(differences) + ": a process cannot change these once jax has started; "
+            "start it with `xtat run -- python your_script.py ...`, which sets them")
+
+
+def mark_rejected(db: str | Path | None, result_id: int | None, reason: str) -> None:
+    """Best effort: record on the result row that this XLA rejected it; never fails the caller."""
+    if result_id is None:
+        return
+    try:
+        from xtat.workload import environment_identity
+
+        store = Store.open(Path(db) if db is not None else default_path())
+        try:
+            store.mark_rejected(result_id, reason, environment_identity())
+        finally:
+            store.close()
+    except Exception:  # a read-only or busy database: the warning already told the user
+        pass
