@@ -12,6 +12,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,9 +65,36 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+_FUNCTION = re.compile(r"func\.func (?:public |private )?@([\w.$-]+)\(")
+_MODULE_NAME = re.compile(r"^module @[\w.$-]+", re.MULTILINE)
+# Debug names: where the program was traced from and what its pytree paths are called.
+_DEBUG_NAMES = re.compile(r'(?:, )?jax\.(?:result|arg)_info = "(?:[^"\\]|\\.)*"| loc\((?:[^()]|\([^()]*\))*\)|^#loc.*$',
+                          re.MULTILINE)
+
+
+def canonical_program(stablehlo: str) -> str:
+    """The StableHLO text without the names a rename or a `functools.partial` changes.
+
+    The module is named after the jitted function and nested functions after
+    theirs; arguments and results carry their pytree paths; locations name
+    files and lines. None of that is what the program computes, so none of it
+    may turn a tuned program into "no record". Custom-call targets and
+    everything else stay.
+    """
+    text = _MODULE_NAME.sub("module @jit", _DEBUG_NAMES.sub("", stablehlo))
+    text = re.sub(r" \{\}(?=[,)])", "", text)  # attribute dictionaries left empty
+    names = [n for n in dict.fromkeys(_FUNCTION.findall(text)) if n != "main"]
+    if names:
+        canonical = {name: f"fn{i}" for i, name in enumerate(names)}
+        pattern = re.compile(r"@(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")(?![\w.$-])")
+        text = pattern.sub(lambda m: "@" + canonical[m.group(1)], text)
+    return text
+
+
 def program_key(stablehlo: str, avals: list[dict]) -> str:
-    """Version-independent identity of a lowered program."""
-    return _sha(json.dumps({"stablehlo": _sha(stablehlo), "avals": avals}, sort_keys=True))
+    """Version-independent identity of a lowered program; function names and locations do not count."""
+    return _sha(json.dumps({"key": 2, "stablehlo": _sha(canonical_program(stablehlo)), "avals": avals},
+                           sort_keys=True))
 
 
 def fingerprint(program: str, env: dict[str, str]) -> str:

@@ -114,6 +114,7 @@ class Jitted:
         self._default = jax.jit(fn, **jit_kwargs, compiler_options=self._user_options or None)
         self._statics = _Statics.of(fn, jit_kwargs.get("static_argnums"), jit_kwargs.get("static_argnames"))
         self._routes: dict[Hashable, Lookup] = {}
+        self._staged: dict[Hashable, Any] = {}  # signature -> jax.stages.Traced of the function, traced once
         self._entries: dict[str, Any] = {}  # config key -> jax.jit object
         self._lock = threading.RLock()
         self._state = _CallState()
@@ -155,13 +156,18 @@ class Jitted:
                 self._install(self._entry(route))
         return out
 
-    def _key(self, args: tuple, kwargs: dict) -> Hashable:
-        """The signature as jax.jit keys it: static values, then the dynamic tree and avals."""
+    def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, tuple]:
+        """(static values, dynamic arguments) as jax.jit separates them, in either call style."""
         positions = self._statics.positions(len(args))
         static = tuple((i, a) for i, a in enumerate(args) if i in positions)
         static += tuple(sorted((k, v) for k, v in kwargs.items() if k in self._statics.names))
         dynamic = (tuple(a for i, a in enumerate(args) if i not in positions),
                    {k: v for k, v in kwargs.items() if k not in self._statics.names})
+        return static, dynamic
+
+    def _key(self, args: tuple, kwargs: dict) -> Hashable:
+        """The signature as jax.jit keys it: static values, then the dynamic tree and avals."""
+        static, dynamic = self._split(args, kwargs)
         leaves, tree = jax.tree.flatten(dynamic)
         return tree, tuple(map(_aval, leaves)), static
 
@@ -176,7 +182,9 @@ class Jitted:
         specs = jax.tree.map(
             lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.aval.weak_type)
             if isinstance(x, core.Tracer) else x, (args, kwargs))
-        found = lookup(Identity.of(self._default.lower(*specs[0], **specs[1])), self._db)
+        staged = self._default.trace(*specs[0], **specs[1])
+        found = lookup(Identity.of(staged.lower()), self._db)
+        self._staged[key] = staged
         if found.found is Found.ADOPTED:
             mismatch = runtime_mismatch(found.candidate)
             if mismatch:
@@ -208,7 +216,9 @@ class Jitted:
             if config in self._entries:
                 return self._entries[config]
             options = {**self._user_options, **route.options}
-            entry = jax.jit(self._wrapper(route), **self._jit_kwargs, compiler_options=options or None)
+            with warnings.catch_warnings():  # jax.jit's warnings about these keywords were given once already
+                warnings.simplefilter("ignore")
+                entry = jax.jit(self._wrapper(route), **self._jit_kwargs, compiler_options=options or None)
             if route.options and not nesting.register(self, entry):
                 entry = self._python_entry(entry, self._wrapper(route))
             self._entries[config] = entry
@@ -216,7 +226,9 @@ class Jitted:
 
     def _python_entry(self, entry: Any, wrapper: Callable) -> Any:
         """Where this jax cannot let an optioned jit nest: retry a nested call without the options."""
-        plain = jax.jit(wrapper, **self._jit_kwargs, compiler_options=self._user_options or None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            plain = jax.jit(wrapper, **self._jit_kwargs, compiler_options=self._user_options or None)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -236,23 +248,30 @@ class Jitted:
 
         @functools.wraps(self._fn)
         def traced(*args: Any, **kwargs: Any) -> Any:
-            own = self._route(self._key(args, kwargs), args, kwargs)
+            key = self._key(args, kwargs)
+            own = self._route(key, args, kwargs)
             if _key_of(own) != config:
                 # A new signature reached the active jit: trace its own program, route later calls.
                 self._install(self._route_call)
-            out = self._body(own)(*args, **kwargs)
+            out = self._program(own, key, args, kwargs)
             self._state.traced = _key_of(own)
             return out
 
         return traced
 
-    def _body(self, route: Lookup) -> Callable:
+    def _program(self, route: Lookup, key: Hashable, args: tuple, kwargs: dict) -> Any:
+        """The signature's program on the caller's trace: rewritten, or the jaxpr resolution traced."""
         program = route.candidate.program
-        if not program:
-            return self._fn
-        from xtat.stages.program import rewrite
+        if program:
+            from xtat.stages.program import rewrite
 
-        return rewrite(self._fn, program)
+            return rewrite(self._fn, program)(*args, **kwargs)
+        staged = self._staged.get(key)
+        leaves = jax.tree.leaves(self._split(args, kwargs)[1])
+        if staged is None or len(leaves) != len(staged.jaxpr.in_avals):
+            return self._fn(*args, **kwargs)
+        # Re-emit the jaxpr traced for the fingerprint rather than run the user's function a second time.
+        return jax.tree.unflatten(staged.out_tree, core.jaxpr_as_fun(staged.jaxpr)(*leaves))
 
     def _warn(self, message: str) -> None:
         if message not in self._warned:
@@ -287,6 +306,7 @@ class Jitted:
             self._default.clear_cache()
             self._entries.clear()
             self._routes.clear()
+            self._staged.clear()
             self._install(self._route_call)
 
     def lookups(self) -> list[Lookup]:
