@@ -55,6 +55,15 @@ class Probe:
     top_level: bool = True  # False: the calls were staged into an outer trace
 
 
+def signatures(f: Any) -> int:
+    """Input signatures compiled so far: jax.jit's cache entries, xtat.jit's resolved signatures."""
+    return len(f.lookups()) if hasattr(f, "lookups") else f._cache_size()
+
+
+def lowered_text(f: Any, *args: Any) -> str:
+    return canonical_program(f.lower(*args).as_text())
+
+
 def counted(probe: Probe, fn: Callable) -> Callable:
     @functools.wraps(fn)
     def inner(*args, **kwargs):
@@ -89,31 +98,31 @@ def _scaled(x, n):
 def case_static_argnums_positional(jit, probe):
     f = jit(counted(probe, _scaled), static_argnums=1)
     probe.jitted.append(f)
-    return f(x8(), 3), f(x8(), 4), f(x8(), 3)
+    return f(x8(), 3), f(x8(), 4), f(x8(), 3), signatures(f)
 
 
 def case_static_argnums_by_keyword(jit, probe):
     f = jit(counted(probe, _scaled), static_argnums=1)
     probe.jitted.append(f)
-    return f(x8(), n=3), f(x8(), n=4)
+    return f(x8(), n=3), f(x8(), n=4), signatures(f)
 
 
 def case_static_argnames_by_keyword(jit, probe):
     f = jit(counted(probe, _scaled), static_argnames="n")
     probe.jitted.append(f)
-    return f(x8(), n=3), f(x=x8(), n=4)
+    return f(x8(), n=3), f(x=x8(), n=4), signatures(f)
 
 
 def case_static_argnames_positionally(jit, probe):
     f = jit(counted(probe, _scaled), static_argnames="n")
     probe.jitted.append(f)
-    return f(x8(), 3), f(x8(), 5)
+    return f(x8(), 3), f(x8(), 5), signatures(f)
 
 
 def case_static_argnums_negative(jit, probe):
     f = jit(counted(probe, _scaled), static_argnums=-1)
     probe.jitted.append(f)
-    return f(x8(), 3)
+    return f(x8(), 3), f(x8(), 4), signatures(f)
 
 
 def case_static_unhashable(jit, probe):
@@ -142,17 +151,18 @@ def case_donate_argnames(jit, probe):
 
 
 def case_in_and_out_shardings(jit, probe):
-    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    mesh = jax.sharding.Mesh(jax.devices(), ("x",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x"))
     f = jit(counted(probe, lambda x: x * 2), in_shardings=sharding, out_shardings=sharding)
     probe.jitted.append(f)
     out = f(x8())
-    return out, out.sharding == sharding
+    return out, out.sharding == sharding, lowered_text(f, x8())
 
 
 def case_keep_unused(jit, probe):
     f = jit(counted(probe, lambda x, unused: x + 1), keep_unused=True)
     probe.jitted.append(f)
-    return f(x8(), jnp.ones(3)), canonical_program(f.lower(x8(), jnp.ones(3)).as_text())
+    return f(x8(), jnp.ones(3)), lowered_text(f, x8(), jnp.ones(3))
 
 
 def case_inline_under_outer_jit(jit, probe):
@@ -165,13 +175,13 @@ def case_inline_under_outer_jit(jit, probe):
 def case_backend(jit, probe):
     f = jit(counted(probe, lambda x: x - 1), backend="cpu")
     probe.jitted.append(f)
-    return f(x8())
+    return f(x8()), lowered_text(f, x8())
 
 
 def case_device(jit, probe):
     f = jit(counted(probe, lambda x: x - 1), device=jax.devices()[0])
     probe.jitted.append(f)
-    return f(x8())
+    return f(x8()), lowered_text(f, x8())
 
 
 def case_decorator_bare(jit, probe):
