@@ -54,12 +54,23 @@ def executable_identity(compiled) -> str:
     thunks, symbols, object files, target machine). Elsewhere, fall back to
     the whole serialization.
     """
-    text = compiled.as_text()
+    try:
+        payload = compiled.runtime_executable().serialize()
+    except Exception:
+        payload = serialize_executable.serialize(compiled)[0]
+    return identity_of(compiled.as_text(), payload)
+
+
+def identity_of(text: str, payload: bytes) -> str:
+    """`executable_identity` from the optimized HLO text and the serialized executable.
+
+    Split out so that a process without xtat (a preset's user) can hand over
+    the two and be compared with what xtat compiled.
+    """
     # Source locations and op names in metadata say where the program was traced
     # from (a rewritten program is traced elsewhere), not what it computes.
     digest = hashlib.sha256(_STACK_FRAMES.sub("", _METADATA.sub("", text)).encode())
     try:
-        payload = compiled.runtime_executable().serialize()
         length, start = read_varint(payload, 0)
         result = dict(fields(payload[start + length:])).get(1)
         parts = [(n, v) for n, v in fields(result) if n != 1] if result else []
@@ -76,7 +87,7 @@ def executable_identity(compiled) -> str:
         for number, value in sorted(canonical):
             digest.update(number.to_bytes(2, "little") + len(value).to_bytes(8, "little") + value)
     except Exception:
-        digest.update(serialize_executable.serialize(compiled)[0])
+        digest.update(payload)
     return digest.hexdigest()
 
 
@@ -91,7 +102,57 @@ def _module_name(hlo_text: str) -> bytes:
 
 
 def _without_module_id(thunks: bytes, module: bytes) -> bytes:
-    """Each ThunkInfo is {module_name: 2, module_id: 3}; the id is a process-wide
-    counter that differs on every compile, so it must not reach the hash."""
-    name_field = b"\x12" + encode_varint(len(module)) + module
-    return re.sub(re.escape(name_field) + rb"\x18[\x80-\xff]*[\x00-\x7f]", lambda m: name_field, thunks)
+    """The thunk sequence re-encoded without ThunkInfo.module_id.
+
+    Each ThunkInfo is {module_name: 2, module_id: 3}; the id is a process-wide
+    counter (0, and so left out of the encoding, in a fresh process's first
+    compile), so it must not reach the hash, and neither may the lengths of
+    the messages around it. We have no schema for the sequence, so every
+    length-delimited field that parses as a message is re-encoded
+    recursively; one that does not stays as it is.
+    """
+    try:
+        parsed = _parse(thunks)
+    except (ValueError, IndexError):
+        return thunks
+    numbers = {number: value for number, _, value in parsed}
+    info = numbers.get(2) == module and any(n == 3 and w == 0 for n, w, _ in parsed)
+    out = bytearray()
+    for number, wire, value in parsed:
+        if info and number == 3:
+            continue
+        if wire == 2:
+            value = _without_module_id(value, module)
+            out += encode_varint(number << 3 | 2) + encode_varint(len(value)) + value
+        else:
+            out += encode_varint(number << 3 | wire) + value
+    return bytes(out)
+
+
+def _parse(data: bytes) -> list[tuple[int, int, bytes]]:
+    """(number, wire type, raw value) of each field; ValueError when `data` is not a message."""
+    out, i = [], 0
+    while i < len(data):
+        tag, i = read_varint(data, i)
+        number, wire = tag >> 3, tag & 7
+        if number == 0:
+            raise ValueError("field number 0")
+        if wire == 2:
+            length, i = read_varint(data, i)
+            if i + length > len(data):
+                raise ValueError("truncated")
+            out.append((number, wire, data[i:i + length]))
+            i += length
+        elif wire == 0:
+            start = i
+            _, i = read_varint(data, i)
+            out.append((number, wire, data[start:i]))
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            if i + size > len(data):
+                raise ValueError("truncated")
+            out.append((number, wire, data[i:i + size]))
+            i += size
+        else:
+            raise ValueError(f"wire type {wire}")
+    return out

@@ -175,15 +175,38 @@ def trials(workload: str = typer.Argument(..., help="Workload name or fingerprin
 
 
 @app.command("export")
-def export_(path: Path = typer.Argument(..., help="JSON file to write ('-' for stdout)."),
-            db: Optional[Path] = DbOption) -> None:
-    """Export every workload, trial and result as JSON."""
-    document = json.dumps(_open(db).export(), indent=1)
+def export_(path: Path = typer.Argument(..., help="File to write ('-' for stdout)."),
+            db: Optional[Path] = DbOption,
+            preset: Optional[str] = typer.Option(None, "--preset", help="Write what production needs without xtat: "
+                                                 "python (a module of compiler_options dicts), json, or xla-flags "
+                                                 "(one XLA_FLAGS value). Default: every record, for `xtat import`."),
+            workload: Optional[str] = typer.Option(None, "--workload", help="With --preset: only this workload "
+                                                   "(name or fingerprint prefix).")) -> None:
+    """Export every workload, trial and result as JSON, or the adopted configs as a preset."""
+    if preset is None:
+        if workload is not None:
+            _fail("--workload selects what a --preset holds; an export for `xtat import` holds every record")
+        document = json.dumps(_open(db).export(), indent=1) + "\n"
+        notes: list[str] = []
+    else:
+        from xtat.apply.preset import PresetFormat, collect, render
+
+        try:
+            fmt = PresetFormat(preset)
+        except ValueError:
+            _fail(f"--preset {preset!r} is not one of {', '.join(f.value for f in PresetFormat)}")
+        store = _open(db)
+        try:
+            document, notes = render(collect(store, workload), fmt, source=store.path.name)
+        except UserError as exc:
+            _fail(str(exc))
     if str(path) == "-":
-        sys.stdout.write(document + "\n")
+        sys.stdout.write(document)
     else:
         path.write_text(document)
         console.print(f"wrote {path}")
+    for note in notes:
+        console.print(f"note: {note}")
 
 
 @app.command("import")

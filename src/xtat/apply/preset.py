@@ -1,0 +1,178 @@
+"""Presets: adopted configs as code or text that production uses without xtat.
+
+Three formats (`xtat export --preset FORMAT`):
+
+- `python`: a module with `COMPILER_OPTIONS` (workload name -> the
+  `compiler_options` of `jax.jit`), `PROGRAM_REWRITES` (what compile options
+  cannot express: apply those with `xtat.jit`), `ENVIRONMENT` (runtime
+  decisions: `xtat run`, or `taskset` and `XLA_FLAGS` by hand) and
+  `TUNED_UNDER`. It imports nothing but jax, and only when its `jit` helper
+  is called.
+- `json`: the same data as one JSON document.
+- `xla-flags`: one `XLA_FLAGS` value. XLA_FLAGS is read once per process and
+  applies to every compile in it, so this format is refused unless every
+  exported workload has the same options.
+"""
+
+from __future__ import annotations
+
+import json
+import pprint
+from dataclasses import dataclass
+from enum import Enum
+
+from xtat.apply.lookup import deployment, unknown_options
+from xtat.errors import UserError
+from xtat.stages.runtime import ENV_CPUS, ENV_HOST_DEVICES, HOST_DEVICES_FLAG
+from xtat.store.sqlite import Store
+
+# Set on ExecutableBuildOptions, not DebugOptions: compiler_options takes them, XLA_FLAGS does not.
+_BUILD_OPTIONS = frozenset({"exec_time_optimization_effort", "memory_fitting_effort", "optimization_level",
+                            "memory_fitting_level"})
+
+
+class PresetFormat(str, Enum):
+    PYTHON = "python"
+    JSON = "json"
+    XLA_FLAGS = "xla-flags"
+
+
+@dataclass(frozen=True)
+class PresetEntry:
+    """One adopted workload, as production needs it."""
+
+    name: str
+    fingerprint: str
+    compile_options: dict[str, object]
+    program_rewrites: dict[str, object]
+    environment: dict[str, object]
+    tuned_under: dict[str, str]
+    speedup: float | None = None
+    speedup_ci: tuple[float | None, float | None] = (None, None)
+
+
+def collect(store: Store, workload: str | None = None) -> list[PresetEntry]:
+    """Every adopted workload in the store (or the one named), vetted; ambiguous names refused."""
+    records = [store.find_workload(workload)] if workload else store.workloads()
+    entries: dict[str, PresetEntry] = {}
+    for record in records:
+        result = store.latest_result(record.id)
+        if result is None or not result.adopted:
+            continue
+        candidate = deployment(result.config)
+        unknown = unknown_options(candidate.compile_options)
+        if unknown:
+            raise UserError(f"workload {record.name!r} [{record.fingerprint[:12]}] adopted option(s) {unknown}, "
+                            "which this jaxlib's XLA does not define; export it where it was tuned, or tune again")
+        env = dict(candidate.env)
+        environment: dict[str, object] = {}
+        if ENV_CPUS in env:
+            environment["cpu_count"] = len(env[ENV_CPUS].split(","))
+        if ENV_HOST_DEVICES in env:
+            environment["host_device_count"] = int(env[ENV_HOST_DEVICES])
+        entry = PresetEntry(record.name, record.fingerprint, dict(candidate.compile_options), dict(candidate.program),
+                            environment, dict(record.env), result.speedup, (result.speedup_low, result.speedup_high))
+        earlier = entries.get(record.name)
+        if earlier is not None and _deployed(earlier) != _deployed(entry):
+            raise UserError(f"workloads {earlier.fingerprint[:12]} and {entry.fingerprint[:12]} are both named "
+                            f"{record.name!r} with different adopted configs; export one with --workload FINGERPRINT")
+        entries.setdefault(record.name, entry)
+    if not entries:
+        raise UserError("no adopted config to export" + (f" for {workload!r}" if workload else "")
+                        + ": `xtat show` lists the workloads and whether each was adopted")
+    return list(entries.values())
+
+
+def _deployed(entry: PresetEntry) -> tuple:
+    return (json.dumps(entry.compile_options, sort_keys=True), json.dumps(entry.program_rewrites, sort_keys=True),
+            json.dumps(entry.environment, sort_keys=True))
+
+
+def render(entries: list[PresetEntry], fmt: PresetFormat, source: str) -> tuple[str, list[str]]:
+    """The preset text and notes on what it cannot carry."""
+    notes = [f"{e.name}: program rewrites {sorted(e.program_rewrites)} need xtat.jit; a preset cannot apply them"
+             for e in entries if e.program_rewrites]
+    if fmt is PresetFormat.XLA_FLAGS:
+        return xla_flags(entries), notes + [
+            f"{e.name}: tuned with {e.environment['cpu_count']} CPU(s); start the process with `xtat run` or taskset"
+            for e in entries if "cpu_count" in e.environment]
+    document = {
+        "xtat_preset": 1,
+        "source": source,
+        "compiler_options": {e.name: e.compile_options for e in entries},
+        "program_rewrites": {e.name: e.program_rewrites for e in entries if e.program_rewrites},
+        "environment": {e.name: e.environment for e in entries if e.environment},
+        "tuned_under": {e.name: e.tuned_under for e in entries},
+        "speedup": {e.name: {"median": e.speedup, "ci95": list(e.speedup_ci)} for e in entries},
+    }
+    if fmt is PresetFormat.JSON:
+        return json.dumps(document, indent=1, sort_keys=True) + "\n", notes
+    return _python_module(document), notes
+
+
+def xla_flags(entries: list[PresetEntry]) -> str:
+    """One XLA_FLAGS value for every exported workload, or a UserError saying why there is none."""
+    distinct = {json.dumps({**e.compile_options, **e.environment}, sort_keys=True) for e in entries}
+    if len(distinct) > 1:
+        raise UserError(f"--preset xla-flags sets options for the whole process, but the {len(entries)} workloads "
+                        f"exported have different options ({', '.join(e.name for e in entries)}); "
+                        "export one with --workload NAME, or use --preset python or json")
+    entry = entries[0]
+    build = sorted(set(entry.compile_options) & _BUILD_OPTIONS)
+    if build:
+        raise UserError(f"{build} are build options, which XLA_FLAGS cannot set; use --preset python or json")
+    flags = [f"--{name}={_flag_value(value)}" for name, value in sorted(entry.compile_options.items())]
+    if "host_device_count" in entry.environment:
+        flags.append(f"{HOST_DEVICES_FLAG}={entry.environment['host_device_count']}")
+    return " ".join(flags) + "\n"
+
+
+def _flag_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+_MODULE = '''"""XLA compile options tuned by xtat for these workloads; plain jax.jit applies them.
+
+Written by `xtat export --preset python` from {source}. Use:
+
+    import jax
+    import this_module as preset
+    step = jax.jit(train_step, compiler_options=preset.COMPILER_OPTIONS["{example}"])
+    # or: step = preset.jit(train_step, "{example}")
+
+PROGRAM_REWRITES are decisions a compile option cannot express; `xtat.jit`
+applies them. ENVIRONMENT holds runtime decisions (CPU count, host device
+count): start the process with `xtat run`, or with taskset and XLA_FLAGS.
+TUNED_UNDER says where each config was measured: on other versions or
+devices it may be slower, never wrong.
+"""
+
+COMPILER_OPTIONS = {compiler_options}
+
+PROGRAM_REWRITES = {program_rewrites}
+
+ENVIRONMENT = {environment}
+
+TUNED_UNDER = {tuned_under}
+
+SPEEDUP = {speedup}
+
+
+def jit(fn, name=None, **jit_kwargs):
+    """jax.jit(fn, compiler_options=COMPILER_OPTIONS[name or fn.__name__], **jit_kwargs)."""
+    import jax
+
+    return jax.jit(fn, compiler_options=COMPILER_OPTIONS[name or fn.__name__], **jit_kwargs)
+'''
+
+
+def _python_module(document: dict) -> str:
+    def literal(value: object) -> str:
+        return pprint.pformat(value, indent=1, width=100, sort_dicts=True)
+
+    return _MODULE.format(
+        source=document["source"], example=next(iter(document["compiler_options"])),
+        **{key: literal(document[key]) for key in
+           ("compiler_options", "program_rewrites", "environment", "tuned_under", "speedup")})
