@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from dataclasses import asdict
@@ -255,10 +256,39 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
         "launch_prefix": " ".join(([f"XLA_FLAGS={environment['XLA_FLAGS']}"] if devices else [])
                                   + ([f"taskset -c {cpus}"] if cpus else [])),
         "tuned_under": record.env,
-        "usage": "xtat.jit(fn, db=...) applies the rewrites and compile options; start the process with "
-                 "launch_prefix (if any) for the runtime decisions",
+        "usage": "xtat.jit(fn, db=...) applies the rewrites and compile options, `xtat export --preset` writes "
+                 "them for plain jax.jit; `xtat run -- python prog.py` applies the runtime decisions "
+                 "(or start the process with launch_prefix)",
     }
     out.print_json(json.dumps(document))
+
+
+@app.command(context_settings={"ignore_unknown_options": True})
+def run(command: list[str] = typer.Argument(..., help="The program and its arguments, after `--`."),
+        db: Optional[Path] = DbOption,
+        workload: Optional[str] = typer.Option(None, "--workload", help="Apply this workload's runtime decisions "
+                                               "(name or fingerprint prefix) when the store's workloads differ.")) -> None:
+    """Start a program with the adopted CPU count and host device count: `xtat run -- python train.py`."""
+    from xtat.apply.launch import launch, plan
+    from xtat.workload import environment_identity
+
+    store = _open(db)
+    try:
+        runtime = plan(store, environment_identity(), workload)
+    except UserError as exc:
+        _fail(str(exc))
+    finally:
+        store.close()
+    env = runtime.environment(dict(os.environ))
+    console.print(f"xtat run: {runtime.describe(env)}")
+    if runtime.skipped:
+        console.print(f"xtat run: not applied, tuned under another device or version: {', '.join(runtime.skipped)}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        launch(runtime, command)
+    except UserError as exc:
+        _fail(str(exc))
 
 
 @app.command()

@@ -1,0 +1,71 @@
+"""`xtat run`: the adopted CPU count and host device count, read back inside the child."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tiny import tiny_mlp
+from xtat.store.sqlite import Store
+from xtat.workload import capture
+
+XTAT_RUN = [sys.executable, "-m", "xtat.cli.app", "run"]
+READ_BACK = "import os, jax; print(len(os.sched_getaffinity(0)), jax.local_device_count(), os.environ['XLA_FLAGS'])"
+
+
+def _record(db, runtime: dict, name: str = "tiny_mlp", env: dict | None = None, workload=None) -> None:
+    captured = capture(workload or tiny_mlp())
+    store = Store.open(db)
+    identity = captured.identity
+    workload_id = store.upsert_workload(identity.fingerprint + ("-other" if env else ""), identity.program, name,
+                                        env or identity.env, {})
+    store.add_result(workload_id, None, True, {"runtime": runtime}, 1e-3, 5e-4, (2.0, 1.5, 2.5), {})
+    store.close()
+
+
+def _run(db, *command, workload=None):
+    extra = ["--workload", workload] if workload else []
+    env = {**os.environ, "XLA_FLAGS": "--xla_cpu_use_thunk_runtime=true"}
+    return subprocess.run([*XTAT_RUN, "--db", str(db), *extra, "--", *command], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to tell one from all")
+def test_run_applies_the_tuned_cpu_count_and_host_device_count(db):
+    _record(db, {"cpus": 1, "host_devices": 2})
+    result = _run(db, sys.executable, "-c", READ_BACK)
+    assert result.returncode == 0, result.stderr
+    cpus, devices, flags = result.stdout.split(maxsplit=2)
+    assert (cpus, devices) == ("1", "2")
+    # The user's own XLA_FLAGS are kept; the device count is added.
+    assert flags.split() == ["--xla_cpu_use_thunk_runtime=true", "--xla_force_host_platform_device_count=2"]
+    assert "CPU affinity" in result.stderr and "1 CPU(s)" in result.stderr and "tiny_mlp" in result.stderr
+
+
+def test_run_passes_the_exit_status_through_and_ignores_other_environments(db):
+    _record(db, {"cpus": 1}, env={"platform": "cpu", "device_kind": "other", "jax": "0", "jaxlib": "0"})
+    result = _run(db, sys.executable, "-c", "import sys; sys.exit(7)")
+    assert result.returncode == 7
+    assert "starting the program unchanged" in result.stderr and "tuned under another device" in result.stderr
+
+
+def test_run_refuses_workloads_tuned_for_different_environments(db):
+    import xtat
+    from tiny import mlp
+
+    _record(db, {"cpus": 1})
+    _record(db, {"host_devices": 2}, name="other", workload=xtat.Workload(lambda w, x: mlp(w, x * 2), tiny_mlp().args))
+    result = _run(db, sys.executable, "-c", "print('ran')")
+    assert result.returncode == 2 and "--workload" in result.stderr and "ran" not in result.stdout
+    chosen = _run(db, sys.executable, "-c", READ_BACK, workload="other")
+    assert chosen.returncode == 0, chosen.stderr
+    assert chosen.stdout.split()[1] == "2"
+
+
+def test_run_of_a_missing_program_is_a_clear_error(db):
+    _record(db, {"cpus": 1})
+    result = _run(db, "no-such-program-xtat")
+    assert result.returncode == 2 and "cannot start 'no-such-program-xtat'" in result.stderr
