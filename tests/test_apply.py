@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import sqlite3
 import warnings
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.experimental import serialize_executable
 
 import xtat
 from tiny import mlp, tiny_mlp
@@ -113,3 +113,41 @@ def test_jit_static_arguments_and_decorator_form(db):
         warnings.simplefilter("ignore")
         assert float(scale(np.float32(2.0), 3)) == 6.0
         assert float(scale(np.float32(2.0), 4)) == 8.0
+
+
+def renamed_mlp(w, x):
+    """tiny.mlp under another name: the same program."""
+    for _ in range(3):
+        x = jnp.tanh(x @ w)
+    return x.sum(), x
+
+
+def _scaled_mlp(w, x, scale):
+    return mlp(w, x * scale)
+
+
+def _mlp_steps(w, x, steps=5):
+    for _ in range(steps):
+        x = jnp.tanh(x @ w)
+    return x.sum(), x
+
+
+@pytest.mark.parametrize("fn", [renamed_mlp, functools.partial(mlp), functools.partial(_mlp_steps, steps=3),
+                                lambda w, x: mlp(w, x)], ids=["renamed", "partial", "partial-with-keyword", "lambda"])
+def test_record_found_whatever_the_function_is_called(db, fn):
+    _record(db)
+    tuned = xtat.jit(fn, db=db)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tuned(*tiny_mlp().args)
+    assert [lookup.found.value for lookup in tuned.lookups()] == ["adopted"]
+
+
+@pytest.mark.parametrize("fn", [functools.partial(_scaled_mlp, scale=2.0), lambda w, x: mlp(w.T, x)],
+                         ids=["other-constant", "transposed"])
+def test_a_changed_program_misses_the_record(db, fn):
+    _record(db)
+    tuned = xtat.jit(fn, db=db)
+    with pytest.warns(UserWarning, match="no record"):
+        tuned(*tiny_mlp().args)
+    assert [lookup.found.value for lookup in tuned.lookups()] == ["no record"]
