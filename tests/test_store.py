@@ -106,3 +106,16 @@ def test_trial_metrics_round_trip_through_export_and_import(tmp_path):
     target.import_(document)
     [trial] = [t for t in target.trials(target.workloads()[0].id) if t.config == {"codegen": {"b": 2}}]
     assert trial.metrics == {"peak_bytes": 1024, "flops": 2.0e6}
+
+
+def test_a_trial_is_never_a_duplicate_of_its_own_row(tmp_path):
+    """Two tuners measuring one config share its row: the second to compile it must not find the
+    first's finished result on that same row and mark the row a duplicate of itself."""
+    store = Store.open(tmp_path / "a.db")
+    wid = store.upsert_workload("f" * 64, "p" * 64, "w", {"jaxlib": "x"}, {})
+    key = '{"codegen":{"a":1}}'
+    mine = store.start_trial(wid, None, {"codegen": {"a": 1}}, key)
+    assert store.start_trial(wid, None, {"codegen": {"a": 1}}, key) == mine  # the other tuner: same row
+    store.finish_trial(mine, "ok", exe_hash="h", median_s=1e-3)
+    assert store.measured_with_hash(wid, "h", exclude_id=mine) is None
+    assert store.measured_with_hash(wid, "h").id == mine
