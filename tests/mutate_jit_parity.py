@@ -15,6 +15,7 @@ M = {
  "no negative static": (p, "frozenset(n + count if n < 0 else n for n in self.numbers)", "frozenset(self.numbers)"),
  "never settle": (p, "            if len(configs) == 1:", "            if False:"),
  "nested options not dropped": (nest, "        _registered[id(options)] = options", "        pass"),
+ "python frame does not retry nested calls": (p, "                return plain(*args, **kwargs)", "                raise"),
  "errors retried": (p, "        route = self._route(key, args, kwargs)\n        self._state.traced = None", "        try:\n            route = self._route(key, args, kwargs)\n        except Exception:\n            self._default.lower(*args, **kwargs); raise\n        self._state.traced = None"),
  "lower untuned": (p, "        return self._entry_for(args, kwargs).lower(*args, **kwargs)", "        return self._default.lower(*args, **kwargs)"),
  "no eval_shape": (p, "    def eval_shape(self", "    def _eval_shape(self"),

@@ -8,7 +8,10 @@ user's function was traced. Each case runs in two modes:
 - `defaults`: the store has no record, so xtat.jit compiles with XLA's defaults;
 - `adopted`: `AdoptEverything`, a test double of the store lookup, adopts
   compile options for every program, so every signature takes the tuned
-  path; top-level calls must then be served by the tuned `jax.jit`.
+  path; top-level calls must then be served by the tuned `jax.jit`;
+- `adopted-python-frame`: the same, as on a jax whose staging rule
+  `nesting.py` cannot wrap: optioned entries keep a Python frame that
+  retries a nested call without the options.
 """
 
 from __future__ import annotations
@@ -374,10 +377,12 @@ def _outcome(case: Callable, jit: Callable) -> tuple[Any, Probe]:
     return (result, messages, probe.traces), probe
 
 
-@pytest.fixture(params=["defaults", "adopted"])
+@pytest.fixture(params=["defaults", "adopted", "adopted-python-frame"])
 def mode(request, monkeypatch):
-    if request.param == "adopted":
+    if request.param.startswith("adopted"):
         monkeypatch.setattr(xtat_jit, "lookup", AdoptEverything())
+    if request.param == "adopted-python-frame":
+        monkeypatch.setattr(xtat_jit.nesting, "register", lambda owner, jitted: False)
     return request.param
 
 
@@ -387,7 +392,7 @@ def test_xtat_jit_behaves_as_jax_jit(name, mode, tmp_path):
     expected, _ = _outcome(case, jax.jit)
     got, probe = _outcome(case, functools.partial(xtat.jit, db=tmp_path / "empty.db"))
     assert got == expected
-    if mode == "adopted" and probe.top_level:
+    if mode.startswith("adopted") and probe.top_level:
         for jitted in probe.jitted:
             served = [config for config, entry in jitted._entries.items()
                       if "xla_cpu_prefer_vector_width" in config and entry._cache_size() > 0]

@@ -238,7 +238,7 @@ class Jitted:
                     raise
                 return plain(*args, **kwargs)
 
-        for name in ("lower", "trace", "eval_shape", "clear_cache"):
+        for name in ("lower", "trace", "eval_shape", "clear_cache", "_cache_size"):
             setattr(call, name, getattr(entry, name))
         return call
 
