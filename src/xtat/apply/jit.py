@@ -43,12 +43,6 @@ from xtat.apply.lookup import Found, Lookup, lookup, mark_rejected, runtime_mism
 from xtat.space.space import config_key
 from xtat.workload import Identity
 
-# Kept for callers of the old module layout (tests, `xtat apply`).
-from xtat.apply.lookup import deployment  # noqa: F401
-
-_NOT_STATIC = object()
-
-
 @dataclass(frozen=True)
 class _Statics:
     """Which arguments jax.jit treats as static, in either call style."""

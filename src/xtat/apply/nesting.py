@@ -60,9 +60,12 @@ def register(owner: object, jitted: Any) -> bool:
     """Let `jitted` (a jax.jit object with compiler options) nest; forgotten when `owner` is collected."""
     if not available():
         return False
-    options = getattr(getattr(jitted, "_jit_info", None), "compiler_options_kvs", None)
+    info = getattr(jitted, "_jit_info", None)
+    if info is None:  # not the jit object this module knows
+        return False
+    options = info.compiler_options_kvs
     if not options:
-        return not options and options is not None
+        return True  # nothing to drop: it nests as it is
     with _lock:
         _registered[id(options)] = options
     weakref.finalize(owner, _registered.pop, id(options), None)

@@ -233,7 +233,7 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
           db: Optional[Path] = DbOption,
           print_: bool = typer.Option(True, "--print", help="Print the compile options and environment.")) -> None:
     """The compile options and process environment of a workload's adopted config."""
-    from xtat.apply.jit import deployment
+    from xtat.apply.lookup import deployment
 
     store, record = _open_workload(db, workload)
     result = store.latest_result(record.id)
