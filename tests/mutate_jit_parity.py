@@ -16,6 +16,7 @@ M = {
  "never settle": (p, "            if len(configs) == 1:", "            if False:"),
  "nested options not dropped": (nest, "        _registered[id(options)] = options", "        pass"),
  "python frame does not retry nested calls": (p, "                return plain(*args, **kwargs)", "                raise"),
+ "no decorator factory": (p, "        return functools.partial(jit, db=db, **jit_kwargs)", "        raise TypeError('xtat.jit needs a function')"),
  "errors retried": (p, "        route = self._route(key, args, kwargs)\n        self._state.traced = None", "        try:\n            route = self._route(key, args, kwargs)\n        except Exception:\n            self._default.lower(*args, **kwargs); raise\n        self._state.traced = None"),
  "lower untuned": (p, "        return self._entry_for(args, kwargs).lower(*args, **kwargs)", "        return self._default.lower(*args, **kwargs)"),
  "no eval_shape": (p, "    def eval_shape(self", "    def _eval_shape(self"),

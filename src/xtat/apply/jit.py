@@ -173,10 +173,8 @@ class Jitted:
         return route
 
     def _resolve(self, key: Hashable, args: tuple, kwargs: dict) -> Lookup:
-        specs = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.aval.weak_type)
-            if isinstance(x, core.Tracer) else x, (args, kwargs))
-        staged = self._default.trace(*specs[0], **specs[1])
+        # Tracers of an outer trace (grad, vmap, an outer jit) stand for their abstract values here.
+        staged = self._default.trace(*args, **kwargs)
         found = lookup(Identity.of(staged.lower()), self._db)
         self._staged[key] = staged
         if found.found is Found.ADOPTED:
