@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 import xtat
+from records import adopt
 from tiny import mlp, tiny_mlp
 from xtat.build.builder import executable_identity
-from xtat.store.sqlite import Store
-from xtat.workload import capture
 
 OPTIONS = {"xla_cpu_prefer_vector_width": 128, "xla_backend_optimization_level": 1}
 
@@ -26,13 +25,7 @@ def _hash(compiled) -> str:
 
 
 def _record(db, adopted: bool = True) -> None:
-    """Write a workload and an adopted result straight into the store (the tuner's output, minus tuning)."""
-    captured = capture(tiny_mlp())
-    store = Store.open(db)
-    identity = captured.identity
-    workload_id = store.upsert_workload(identity.fingerprint, identity.program, "tiny_mlp", identity.env, {})
-    store.add_result(workload_id, None, adopted, {"codegen": OPTIONS}, 1e-3, 5e-4, (2.0, 1.5, 2.5), {})
-    store.close()
+    adopt(db, {"codegen": OPTIONS}, adopted=adopted)
 
 
 def test_jit_compiles_with_the_adopted_options(db):
@@ -73,25 +66,54 @@ def test_jit_with_stale_record_falls_back(db):
         assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 1  # never deleted
 
 
-@pytest.mark.parametrize("codegen, warning, reason", [
-    # An option this jaxlib does not define: vetted against its DebugOptions before any compile.
-    ({"xla_option_from_the_future": True}, "not XLA options of this jaxlib", "xla_option_from_the_future"),
-    # A known option with a value XLA refuses: the compile fails, the defaults take over.
-    ({"xla_backend_optimization_level": 1.5}, "not applicable here", "xla_backend_optimization_level"),
+@pytest.mark.parametrize("config, settings, trial, reason", [
+    ({"codegen": {"xla_option_from_the_future": True}}, None, True, "not one xtat searches"),
+    ({"codegen": {"xla_dump_to": "DUMP"}}, None, True, "'xla_dump_to' is not one xtat searches"),
+    ({"codegen": {"xla_backend_optimization_level": 1.5}}, None, True, "not a value xtat offers"),
+    ({"passes": {"copy-insertion": True}}, None, True, "'copy-insertion'"),
+    ({"codegen": {"xla_cpu_enable_fast_math": True}}, None, True, "relaxes numerics"),
+    ({"runtime": {"cpus": 10_000}}, None, True, "exceeds"),
+    ({"tiling": {"x": 1}}, None, True, "unknown stage 'tiling'"),
+    ({"codegen": OPTIONS}, None, False, "no verified ok trial"),
 ])
-def test_jit_with_option_rejected_by_this_xla_falls_back(db, codegen, warning, reason):
-    _record(db)
-    with sqlite3.connect(db) as con:
-        con.execute("UPDATE results SET config=?", (json.dumps({"codegen": codegen}),))
+def test_unvetted_record_is_never_applied(db, tmp_path, monkeypatch, config, settings, trial, reason):
+    """A store may come from anywhere: only what a stage would offer here, measured here, is applied."""
+    monkeypatch.chdir(tmp_path)
+    config = json.loads(json.dumps(config).replace("DUMP", str(tmp_path / "dump")))
+    adopt(db, config, settings=settings, trial=trial)
     tuned = xtat.jit(mlp, db=db)
-    with pytest.warns(UserWarning, match=warning):
+    with pytest.warns(UserWarning, match="compiling with XLA defaults") as caught:
         out = tuned(*tiny_mlp().args)
-        tuned(*tiny_mlp().args)
-    np.testing.assert_allclose(out[0], jax.jit(mlp)(*tiny_mlp().args)[0], rtol=1e-5)
+    assert reason in str(caught[0].message)
+    np.testing.assert_allclose(out[0], jax.jit(mlp)(*tiny_mlp().args)[0], rtol=1e-6)
+    assert _hash(tuned.lower(*tiny_mlp().args).compile()) == _hash(jax.jit(mlp).lower(*tiny_mlp().args).compile())
     assert tuned.lookups()[0].found.value == "rejected"
+    assert not (tmp_path / "dump").exists()
     with sqlite3.connect(db) as con:  # the row is marked, not deleted
         (detail,) = con.execute("SELECT detail FROM results").fetchone()
     assert reason in json.loads(detail)["rejected_at_apply"][0]["reason"]
+
+
+def test_numerics_relaxing_record_applies_when_its_run_opted_in(db):
+    adopt(db, {"codegen": {"xla_cpu_enable_fast_math": True}}, settings={"allow_numerics_change": True})
+    tuned = xtat.jit(mlp, db=db)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tuned(*tiny_mlp().args)
+    assert tuned.lookups()[0].found.value == "adopted"
+
+
+def test_adopted_rewrite_that_no_longer_applies_falls_back(db):
+    """Vetted, but the program changed under it: the rewrite fails at trace time, the defaults take over."""
+    adopt(db, {"program": {"scan@0/0:len3:f32[2]": 3}})
+    tuned = xtat.jit(mlp, db=db)
+    with pytest.warns(UserWarning, match="not applicable here"):
+        out = tuned(*tiny_mlp().args)
+    np.testing.assert_allclose(out[0], jax.jit(mlp)(*tiny_mlp().args)[0], rtol=1e-6)
+    assert tuned.lookups()[0].found.value == "rejected"
+    with sqlite3.connect(db) as con:
+        (detail,) = con.execute("SELECT detail FROM results").fetchone()
+    assert "scan@0/0" in json.loads(detail)["rejected_at_apply"][0]["reason"]
 
 
 def test_jit_with_corrupt_database_falls_back(tmp_path):

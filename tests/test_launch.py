@@ -8,22 +8,15 @@ import sys
 
 import pytest
 
+from records import adopt
 from tiny import tiny_mlp
-from xtat.store.sqlite import Store
-from xtat.workload import capture
 
 XTAT_RUN = [sys.executable, "-m", "xtat.cli.app", "run"]
 READ_BACK = "import os, jax; print(len(os.sched_getaffinity(0)), jax.local_device_count(), os.environ['XLA_FLAGS'])"
 
 
 def _record(db, runtime: dict, name: str = "tiny_mlp", env: dict | None = None, workload=None) -> None:
-    captured = capture(workload or tiny_mlp())
-    store = Store.open(db)
-    identity = captured.identity
-    workload_id = store.upsert_workload(identity.fingerprint + ("-other" if env else ""), identity.program, name,
-                                        env or identity.env, {})
-    store.add_result(workload_id, None, True, {"runtime": runtime}, 1e-3, 5e-4, (2.0, 1.5, 2.5), {})
-    store.close()
+    adopt(db, {"runtime": runtime}, name=name, env=env, workload=workload)
 
 
 def _run(db, *command, workload=None):
@@ -69,3 +62,11 @@ def test_run_of_a_missing_program_is_a_clear_error(db):
     _record(db, {"cpus": 1})
     result = _run(db, "no-such-program-xtat")
     assert result.returncode == 2 and "cannot start 'no-such-program-xtat'" in result.stderr
+
+
+def test_run_applies_nothing_from_an_unvetted_record(db):
+    _record(db, {"cpus": 10_000})
+    result = _run(db, sys.executable, "-c", READ_BACK)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == str(len(os.sched_getaffinity(0)))
+    assert "starting the program unchanged" in result.stderr and "exceeds" in result.stderr

@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 import xtat
+from records import adopt
 from tiny import mlp, tiny_mlp
 from xtat.build.builder import executable_identity, identity_of
-from xtat.store.sqlite import Store
-from xtat.workload import capture
 
 XTAT = [sys.executable, "-m", "xtat.cli.app"]
 CONFIG = {"codegen": {"xla_cpu_prefer_vector_width": 128, "xla_cpu_opt_preset": "CPU_OPT_PRESET_FAST_RUNTIME"},
@@ -52,12 +51,7 @@ with open(out + ".bin", "wb") as f:
 
 
 def _record(db, config: dict, name: str = "tiny_mlp") -> None:
-    captured = capture(tiny_mlp())
-    store = Store.open(db)
-    identity = captured.identity
-    workload_id = store.upsert_workload(identity.fingerprint, identity.program, name, identity.env, {})
-    store.add_result(workload_id, None, True, config, 1e-3, 5e-4, (2.0, 1.5, 2.5), {})
-    store.close()
+    adopt(db, config, name=name)
 
 
 def _export(db, *args) -> subprocess.CompletedProcess:
@@ -101,13 +95,8 @@ def test_python_preset_holds_options_rewrites_and_environment(db, tmp_path):
 
 def test_xla_flags_preset_is_refused_when_workloads_differ(db):
     _record(db, CONFIG)
-    captured = capture(xtat.Workload(lambda w, x: mlp(w, x * 2), tiny_mlp().args))
-    store = Store.open(db)
-    other = store.upsert_workload(captured.identity.fingerprint, captured.identity.program, "other",
-                                  captured.identity.env, {})
-    store.add_result(other, None, True, {"codegen": {"xla_cpu_prefer_vector_width": 256}}, 1e-3, 5e-4,
-                     (2.0, 1.5, 2.5), {})
-    store.close()
+    adopt(db, {"codegen": {"xla_cpu_prefer_vector_width": 256}}, name="other",
+          workload=xtat.Workload(lambda w, x: mlp(w, x * 2), tiny_mlp().args))
     before = db.read_bytes()
     result = _export(db, "-", "--preset", "xla-flags")
     assert result.returncode == 2 and "whole process" in result.stderr and "--workload" in result.stderr
@@ -127,12 +116,7 @@ def test_bad_preset_arguments_are_clear_errors(db, args, message):
 
 
 def test_preset_with_nothing_adopted_says_so(db):
-    captured = capture(tiny_mlp())
-    store = Store.open(db)
-    workload_id = store.upsert_workload(captured.identity.fingerprint, captured.identity.program, "tiny_mlp",
-                                        captured.identity.env, {})
-    store.add_result(workload_id, None, False, {}, 1e-3, 1e-3, (1.0, 0.9, 1.1), {})
-    store.close()
+    adopt(db, {}, adopted=False)
     result = _export(db, "-", "--preset", "json")
     assert result.returncode == 2 and "no adopted config" in result.stderr
 
@@ -142,3 +126,10 @@ def test_preset_json_is_one_document(db):
     document = json.loads(_export(db, "-", "--preset", "json").stdout)
     assert document["xtat_preset"] == 1
     assert document["tuned_under"]["tiny_mlp"]["jaxlib"]
+
+
+def test_preset_of_an_unvetted_record_is_refused_and_nothing_written(db, tmp_path):
+    adopt(db, {"codegen": {"xla_dump_to": str(tmp_path / "dump")}})
+    result = _export(db, tmp_path / "preset.py", "--preset", "python")
+    assert result.returncode == 2 and "refused" in result.stderr and "xla_dump_to" in result.stderr
+    assert not (tmp_path / "preset.py").exists() and not (tmp_path / "dump").exists()

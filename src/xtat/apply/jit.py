@@ -257,7 +257,13 @@ class Jitted:
         if program:
             from xtat.stages.program import rewrite
 
-            return rewrite(self._fn, program)(*args, **kwargs)
+            def traced_by_the_rewriter(*a: Any, **k: Any) -> Any:
+                out = self._fn(*a, **k)
+                # The user's function went through: an error after this is the config's.
+                self._state.traced = _key_of(route)
+                return out
+
+            return rewrite(functools.wraps(self._fn)(traced_by_the_rewriter), program)(*args, **kwargs)
         staged = self._staged.get(key)
         leaves = jax.tree.leaves(self._split(args, kwargs)[1])
         if staged is None or len(leaves) != len(staged.jaxpr.in_avals):

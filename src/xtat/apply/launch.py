@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from xtat.apply.lookup import deployment
+from xtat.apply.lookup import Unvetted, vetted
 from xtat.errors import UserError
 from xtat.stages.runtime import ENV_CPUS, ENV_HOST_DEVICES, with_host_devices
 from xtat.store.sqlite import Store
@@ -25,7 +25,7 @@ class RuntimePlan:
     cpus: tuple[int, ...] | None
     host_devices: int | None
     workloads: tuple[str, ...]
-    skipped: tuple[str, ...] = ()  # adopted elsewhere (another device or version): not applied
+    skipped: tuple[str, ...] = ()  # adopted elsewhere (another device or version) or refused: not applied
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         env = dict(base)
@@ -58,9 +58,13 @@ def plan(store: Store, env: dict[str, str], workload: str | None = None) -> Runt
         if result is None or not result.adopted:
             continue
         if record.env != env:
-            skipped.append(record.name)
+            skipped.append(f"{record.name} (tuned under another device or version)")
             continue
-        runtime = dict(deployment(result.config).env)
+        try:
+            runtime = dict(vetted(store, record, result).env)
+        except Unvetted as refusal:
+            skipped.append(f"{record.name} ({refusal})")
+            continue
         cpus = runtime.get(ENV_CPUS)
         devices = runtime.get(ENV_HOST_DEVICES)
         if cpus is None and devices is None:

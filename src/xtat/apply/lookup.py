@@ -15,7 +15,7 @@ from pathlib import Path
 
 from xtat.errors import StoreError
 from xtat.stages.base import Candidate
-from xtat.store.sqlite import Store, default_path
+from xtat.store.sqlite import Result, Store, WorkloadRecord, default_path
 from xtat.workload import Identity
 
 
@@ -69,15 +69,38 @@ def lookup(identity: Identity, db: str | Path | None) -> Lookup:
         result = store.latest_result(record.id)
         if result is None or not result.adopted:
             return Lookup(Found.NOT_ADOPTED)
-        candidate = deployment(result.config)
-        unknown = unknown_options(candidate.compile_options)
-        if unknown:
-            return Lookup(Found.REJECTED, f"option(s) {unknown} are not XLA options of this jaxlib", result.id)
+        try:
+            candidate = vetted(store, record, result)
+        except Unvetted as refusal:
+            return Lookup(Found.REJECTED, str(refusal), result.id)
         return Lookup(Found.ADOPTED, "", result.id, candidate)
     except Exception as exc:  # a damaged file must not break the caller
         return Lookup(Found.UNREADABLE, f"{type(exc).__name__}: {exc}")
     finally:
         store.close()
+
+
+class Unvetted(Exception):
+    """A stored config that may not be applied here; the message says why."""
+
+
+def vetted(store: Store, record: WorkloadRecord, result: Result) -> Candidate:
+    """What an adopted result asks of production, once vetted (`vetting.py`); Unvetted otherwise."""
+    from xtat.apply import vetting
+
+    settings = store.run_settings(result.run_id) or {}
+    found = vetting.problems(result.config, str(record.env.get("platform", "")),
+                             numerics_opt_in=settings.get("allow_numerics_change") is True)
+    if not found and not vetting.backed(store.trials(record.id), result.config):
+        found.append("the store holds no verified ok trial of the adopted config")
+    if not found:
+        candidate = deployment(result.config)
+        unknown = unknown_options(candidate.compile_options)
+        if unknown:
+            found.append(f"option(s) {unknown} are not XLA options of this jaxlib")
+    if found:
+        raise Unvetted("; ".join(found))
+    return deployment(result.config)
 
 
 def deployment(config: dict) -> Candidate:

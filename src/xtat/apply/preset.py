@@ -21,7 +21,7 @@ import pprint
 from dataclasses import dataclass
 from enum import Enum
 
-from xtat.apply.lookup import deployment, unknown_options
+from xtat.apply.lookup import Unvetted, vetted
 from xtat.errors import UserError
 from xtat.stages.runtime import ENV_CPUS, ENV_HOST_DEVICES, HOST_DEVICES_FLAG
 from xtat.store.sqlite import Store
@@ -59,11 +59,11 @@ def collect(store: Store, workload: str | None = None) -> list[PresetEntry]:
         result = store.latest_result(record.id)
         if result is None or not result.adopted:
             continue
-        candidate = deployment(result.config)
-        unknown = unknown_options(candidate.compile_options)
-        if unknown:
-            raise UserError(f"workload {record.name!r} [{record.fingerprint[:12]}] adopted option(s) {unknown}, "
-                            "which this jaxlib's XLA does not define; export it where it was tuned, or tune again")
+        try:
+            candidate = vetted(store, record, result)
+        except Unvetted as refusal:
+            raise UserError(f"workload {record.name!r} [{record.fingerprint[:12]}]: its adopted config is refused ({refusal}); "
+                            "nothing was written") from None
         env = dict(candidate.env)
         environment: dict[str, object] = {}
         if ENV_CPUS in env:

@@ -233,12 +233,16 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
           db: Optional[Path] = DbOption,
           print_: bool = typer.Option(True, "--print", help="Print the compile options and environment.")) -> None:
     """The compile options and process environment of a workload's adopted config."""
-    from xtat.apply.lookup import deployment
+    from xtat.apply.lookup import Unvetted, vetted
 
     store, record = _open_workload(db, workload)
     result = store.latest_result(record.id)
     adopted = bool(result and result.adopted)
-    candidate = deployment(result.config) if adopted else None
+    refused = None
+    try:
+        candidate = vetted(store, record, result) if result and adopted else None
+    except Unvetted as refusal:
+        candidate, refused = None, str(refusal)
     env = dict(candidate.env) if candidate else {}
     cpus = env.get("XTAT_CPUS")
     devices = env.get("XTAT_HOST_DEVICES")
@@ -249,6 +253,7 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
         environment["XLA_FLAGS"] = f"{HOST_DEVICES_FLAG}={devices}"
     document = {
         "workload": record.name, "fingerprint": record.fingerprint, "adopted": adopted,
+        **({"applied": False, "why": refused} if refused else {}),
         "config": result.config if adopted else {},
         "compile_options": candidate.compile_options if candidate else {},
         "program_rewrites": candidate.program if candidate else {},
@@ -282,7 +287,7 @@ def run(command: list[str] = typer.Argument(..., help="The program and its argum
     env = runtime.environment(dict(os.environ))
     console.print(f"xtat run: {runtime.describe(env)}")
     if runtime.skipped:
-        console.print(f"xtat run: not applied, tuned under another device or version: {', '.join(runtime.skipped)}")
+        console.print(f"xtat run: not applied: {'; '.join(runtime.skipped)}")
     sys.stdout.flush()
     sys.stderr.flush()
     try:

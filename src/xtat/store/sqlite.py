@@ -309,6 +309,17 @@ class Store:
             )
         return int(cur.lastrowid)
 
+    def run_settings(self, run_id: int | None) -> dict | None:
+        """The settings a run recorded (None for an unknown run, or a result that came without one)."""
+        if run_id is None:
+            return None
+        row = self._con.execute("SELECT settings FROM runs WHERE id=?", (run_id,)).fetchone()
+        try:
+            settings = json.loads(row[0]) if row else None
+        except (TypeError, ValueError):
+            return None
+        return settings if isinstance(settings, dict) else None
+
     def finish_run(self, run_id: int, status: str) -> None:
         with self._write() as con:
             con.execute("UPDATE runs SET finished_at=?, status=? WHERE id=?", (time.time(), status, run_id))
