@@ -9,11 +9,16 @@ import pytest
 
 from xtat.errors import StoreError, UserError
 from xtat.store.sqlite import SCHEMA_VERSION, Store
+from xtat.workload import fingerprint
+
+
+ENV = {"platform": "cpu", "device_kind": "cpu", "jax": "x", "jaxlib": "x"}
+FINGERPRINT = fingerprint("p" * 64, ENV)
 
 
 def _filled(db) -> Store:
     store = Store.open(db)
-    wid = store.upsert_workload("f" * 64, "p" * 64, "w", {"jaxlib": "x"}, {})
+    wid = store.upsert_workload(FINGERPRINT, "p" * 64, "w", ENV, {})
     run = store.begin_run(wid, {})
     t = store.start_trial(wid, run, {}, "{}")
     store.finish_trial(t, "ok", median_s=1e-3, ci_low_s=9e-4, ci_high_s=1.1e-3, samples=[1e-3] * 3)
@@ -119,3 +124,62 @@ def test_a_trial_is_never_a_duplicate_of_its_own_row(tmp_path):
     store.finish_trial(mine, "ok", exe_hash="h", median_s=1e-3)
     assert store.measured_with_hash(wid, "h", exclude_id=mine) is None
     assert store.measured_with_hash(wid, "h").id == mine
+
+
+# -- import vets what it is given ---------------------------------------------------------------
+
+def _exported(db, config, **kwargs) -> dict:
+    from records import adopt
+
+    adopt(db, config, **kwargs)
+    store = Store.open(db)
+    try:
+        return store.export()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["workloads"][0]["env"].update(device_kind="Some Other CPU"), "not the key of its program"),
+    (lambda d: d["workloads"][0]["results"][0]["config"].update(codegen={"xla_dump_to": "/tmp/x"}),
+     "'xla_dump_to' is not one xtat searches"),
+    (lambda d: d["workloads"][0]["results"][0]["config"].update(passes={"copy-insertion": True}), "copy-insertion"),
+    (lambda d: d["workloads"][0].update(trials=[]), "no verified ok trial"),
+    (lambda d: d["workloads"][0]["results"][0].update(run_settings=None), "relaxes numerics"),
+])
+def test_import_refuses_records_that_would_not_be_applied(tmp_path, mutate, message):
+    document = _exported(tmp_path / "a.db", {"codegen": {"xla_cpu_enable_fast_math": True}},
+                         settings={"allow_numerics_change": True, "rtol": 1e-3})
+    mutate(document)
+    target = tmp_path / "b.db"
+    with pytest.raises(UserError, match=message):
+        Store.open(target).import_(document)
+    assert Store.open(target).export()["workloads"] == []
+
+
+def test_numerics_opt_in_travels_with_the_record(tmp_path):
+    import xtat
+    from tiny import mlp, tiny_mlp
+
+    document = _exported(tmp_path / "a.db", {"codegen": {"xla_cpu_enable_fast_math": True}},
+                         settings={"allow_numerics_change": True, "rtol": 1e-3})
+    target = tmp_path / "b.db"
+    Store.open(target).import_(document)
+    tuned = xtat.jit(mlp, db=target)
+    tuned(*tiny_mlp().args)
+    assert [lookup.found.value for lookup in tuned.lookups()] == ["adopted"]
+
+
+def test_an_imported_result_never_replaces_a_local_decision_unless_asked(tmp_path):
+    from records import adopt
+
+    local = tmp_path / "local.db"
+    adopt(local, {"codegen": {"xla_cpu_prefer_vector_width": 128}})
+    document = _exported(tmp_path / "other.db", {}, adopted=False)  # "not adopted", imported later
+    Store.open(local).import_(document)
+    store = Store.open(local)
+    (workload,) = store.workloads()
+    assert store.latest_result(workload.id).adopted
+    document["workloads"][0]["results"][0]["created_at"] += 60  # a newer copy of the same decision
+    Store.open(local).import_(document, prefer_imported=True)
+    assert not Store.open(local).latest_result(workload.id).adopted

@@ -91,7 +91,7 @@ def vetted(store: Store, record: WorkloadRecord, result: Result) -> Candidate:
     settings = store.run_settings(result.run_id) or {}
     found = vetting.problems(result.config, str(record.env.get("platform", "")),
                              numerics_opt_in=settings.get("allow_numerics_change") is True)
-    if not found and not vetting.backed(store.trials(record.id), result.config):
+    if not found and not vetting.backed([(t.config_key, t.status) for t in store.trials(record.id)], result.config):
         found.append("the store holds no verified ok trial of the adopted config")
     if not found:
         candidate = deployment(result.config)

@@ -20,6 +20,7 @@ same workload: an adopted config must have been measured, not just written.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from xtat.space.space import config_key
 from xtat.stages.base import STAGE_ORDER
@@ -67,7 +68,7 @@ def problems(config: object, platform: str, numerics_opt_in: bool) -> list[str]:
     return found
 
 
-def backed(trials: list, config: dict) -> bool:
-    """Whether a verified `ok` trial of exactly this config is among `trials`."""
+def backed(trials: Iterable[tuple[str, str]], config: dict) -> bool:
+    """Whether a verified `ok` trial of exactly this config is among `trials` ((config key, status) pairs)."""
     key = config_key(config)
-    return any(t.status == "ok" and t.config_key == key for t in trials)
+    return any(status == "ok" and trial_key == key for trial_key, status in trials)

@@ -212,7 +212,10 @@ def export_(path: Path = typer.Argument(..., help="File to write ('-' for stdout
 
 @app.command("import")
 def import_(path: Path = typer.Argument(..., help="JSON file written by `xtat export`."),
-            db: Optional[Path] = DbOption) -> None:
+            db: Optional[Path] = DbOption,
+            prefer_imported: bool = typer.Option(False, "--prefer-imported", help="Let imported results replace "
+                                                 "decisions made in this store (default: they apply only where "
+                                                 "this store has none).")) -> None:
     """Import an export file; it is validated whole before anything is written."""
     try:
         document = json.loads(path.read_text())
@@ -222,7 +225,7 @@ def import_(path: Path = typer.Argument(..., help="JSON file written by `xtat ex
         _fail(f"{path} is not valid JSON ({exc}); nothing was imported")
     store = _open(db, read_only=False)
     try:
-        counts = store.import_(document)
+        counts = store.import_(document, prefer_imported=prefer_imported)
     except UserError as exc:
         _fail(str(exc))
     console.print(f"imported {counts}")

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from xtat.errors import UserError
+from xtat.workload import fingerprint
 
 _TRIAL_FIELDS: dict[str, tuple[type, ...]] = {
     "config": (dict,), "config_key": (str,), "status": (str,), "error": (str, type(None)),
@@ -22,7 +23,7 @@ _RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "adopted": (bool,), "config": (dict,), "default_s": (int, float, type(None)),
     "best_s": (int, float, type(None)), "speedup": (int, float, type(None)),
     "speedup_low": (int, float, type(None)), "speedup_high": (int, float, type(None)),
-    "detail": (dict,), "created_at": (int, float),
+    "detail": (dict,), "created_at": (int, float), "run_settings": (dict, type(None)),
 }
 _WORKLOAD_FIELDS: dict[str, tuple[type, ...]] = {
     "fingerprint": (str,), "program": (str,), "name": (str,), "env": (dict,), "info": (dict,),
@@ -59,6 +60,20 @@ def _check_config(where: str, config: dict) -> None:
                 raise UserError(f"import: {where}.config[{stage!r}][{decision_id!r}] must be a JSON scalar")
 
 
+def _vet_adopted(where: str, workload: dict, result: dict) -> None:
+    """An adopted result is imported only if it would be applied: vetted, and backed by a verified trial."""
+    from xtat.apply.vetting import backed, problems
+
+    settings = result.get("run_settings") or {}
+    found = problems(result["config"], str(workload["env"].get("platform", "")),
+                     numerics_opt_in=settings.get("allow_numerics_change") is True)
+    if not found and not backed([(t["config_key"], t["status"]) for t in workload["trials"]], result["config"]):
+        found.append("no verified ok trial of the adopted config comes with it")
+    if found:
+        raise UserError(f"import: {where} ({workload['name']!r}) adopts a config that is refused: "
+                        f"{'; '.join(found)}; nothing was imported")
+
+
 def validate_export(document: Any) -> list[dict]:
     from xtat.space.space import config_key
     from xtat.store.sqlite import FINAL_STATUSES, SCHEMA_VERSION
@@ -91,6 +106,11 @@ def validate_export(document: Any) -> list[dict]:
         for j, result in enumerate(workload["results"]):
             at = f"{where}.results[{j}]"
             _check_fields(at, result, _RESULT_FIELDS, {"default_s", "best_s", "speedup", "speedup_low",
-                                                        "speedup_high", "detail"})
+                                                        "speedup_high", "detail", "run_settings"})
             _check_config(at, result["config"])
+            if result["adopted"]:
+                _vet_adopted(at, workload, result)
+        if fingerprint(workload["program"], workload["env"]) != workload["fingerprint"]:
+            raise UserError(f"import: {where}.fingerprint is not the key of its program and environment "
+                            f"({workload['name']!r} claims {workload['env']}); nothing was imported")
     return workloads

@@ -427,8 +427,12 @@ class Store:
             con.execute("UPDATE results SET detail=? WHERE id=?", (json.dumps(detail), result_id))
 
     def latest_result(self, workload_id: int) -> Result | None:
+        """The decision in force: the newest result made here, or, where none was, the newest imported one
+        (`xtat import --prefer-imported` imports results as if made here)."""
         row = self._con.execute(
-            "SELECT * FROM results WHERE workload_id=? ORDER BY id DESC LIMIT 1", (workload_id,)
+            "SELECT * FROM results WHERE workload_id=? "
+            "ORDER BY coalesce(json_extract(detail, '$.imported'), 0) = 1, created_at DESC, id DESC LIMIT 1",
+            (workload_id,),
         ).fetchone()
         return self._result(row) if row else None
 
@@ -453,12 +457,15 @@ class Store:
             out["workloads"].append({
                 "fingerprint": w.fingerprint, "program": w.program, "name": w.name, "env": w.env, "info": w.info,
                 "trials": [_trial_json(t) for t in self.trials(w.id)],
-                "results": [_result_json(r) for r in self.results(w.id)],
+                "results": [{**_result_json(r), "run_settings": self.run_settings(r.run_id)}
+                            for r in self.results(w.id)],
             })
         return out
 
-    def import_(self, document: dict) -> dict[str, int]:
-        """Insert what is new; validated whole before the single write transaction."""
+    def import_(self, document: dict, prefer_imported: bool = False) -> dict[str, int]:
+        """Insert what is new; validated and vetted whole before the single write transaction.
+
+        Imported results never replace a decision made here unless `prefer_imported`."""
         from xtat.store.exchange import validate_export
 
         workloads = validate_export(document)
@@ -492,12 +499,20 @@ class Store:
                 for r in w["results"]:
                     if r["created_at"] in known:
                         continue
+                    run_id = None
+                    if r.get("run_settings") is not None:  # the recording run's opt-ins travel with it
+                        run_id = con.execute(
+                            "INSERT INTO runs (workload_id, started_at, finished_at, settings, status) "
+                            "VALUES (?, ?, ?, ?, 'imported')",
+                            (workload_id, r["created_at"], r["created_at"], json.dumps(r["run_settings"])),
+                        ).lastrowid
+                    detail = {**r.get("detail", {}), **({} if prefer_imported else {"imported": True})}
                     con.execute(
                         "INSERT INTO results (workload_id, run_id, adopted, config, default_s, best_s, speedup, "
-                        "speedup_low, speedup_high, detail, created_at) VALUES (?,NULL,?,?,?,?,?,?,?,?,?)",
-                        (workload_id, int(r["adopted"]), json.dumps(r["config"]), r.get("default_s"),
+                        "speedup_low, speedup_high, detail, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        (workload_id, run_id, int(r["adopted"]), json.dumps(r["config"]), r.get("default_s"),
                          r.get("best_s"), r.get("speedup"), r.get("speedup_low"), r.get("speedup_high"),
-                         json.dumps(r.get("detail", {})), r["created_at"]),
+                         json.dumps(detail), r["created_at"]),
                     )
                     counts["results"] += 1
         return counts
