@@ -66,6 +66,24 @@ def test_jit_with_stale_record_falls_back(db):
         assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 1  # never deleted
 
 
+def test_record_keyed_before_the_machine_was_named_is_stale_never_applied_never_deleted(db):
+    """A record from before the key named the CPU model, ISA and XLA flags: same program, older key."""
+    from xtat.workload import fingerprint
+
+    _record(db)
+    with sqlite3.connect(db) as con:
+        (env,) = con.execute("SELECT env FROM workloads").fetchone()
+        old = {k: v for k, v in json.loads(env).items() if k in ("platform", "device_kind", "jax", "jaxlib")}
+        (program,) = con.execute("SELECT program FROM workloads").fetchone()
+        con.execute("UPDATE workloads SET env=?, fingerprint=?", (json.dumps(old), fingerprint(program, old)))
+    tuned = xtat.jit(mlp, db=db)
+    with pytest.warns(UserWarning, match="stale"):
+        tuned(*tiny_mlp().args)
+    assert tuned.lookups()[0].options == {}
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 1
+
+
 @pytest.mark.parametrize("config, settings, trial, reason", [
     ({"codegen": {"xla_option_from_the_future": True}}, None, True, "not one xtat searches"),
     ({"codegen": {"xla_dump_to": "DUMP"}}, None, True, "'xla_dump_to' is not one xtat searches"),

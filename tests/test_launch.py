@@ -12,7 +12,7 @@ from records import adopt
 from tiny import tiny_mlp
 
 XTAT_RUN = [sys.executable, "-m", "xtat.cli.app", "run"]
-READ_BACK = "import os, jax; print(len(os.sched_getaffinity(0)), jax.local_device_count(), os.environ['XLA_FLAGS'])"
+READ_BACK = "import os, jax; print(len(os.sched_getaffinity(0)), jax.local_device_count(), os.environ.get('XLA_FLAGS', '-'))"
 
 
 def _record(db, runtime: dict, name: str = "tiny_mlp", env: dict | None = None, workload=None) -> None:
@@ -21,7 +21,7 @@ def _record(db, runtime: dict, name: str = "tiny_mlp", env: dict | None = None, 
 
 def _run(db, *command, workload=None):
     extra = ["--workload", workload] if workload else []
-    env = {**os.environ, "XLA_FLAGS": "--xla_cpu_use_thunk_runtime=true"}
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # as when the records were made
     return subprocess.run([*XTAT_RUN, "--db", str(db), *extra, "--", *command], capture_output=True, text=True,
                           env=env, timeout=300)
 
@@ -33,8 +33,7 @@ def test_run_applies_the_tuned_cpu_count_and_host_device_count(db):
     assert result.returncode == 0, result.stderr
     cpus, devices, flags = result.stdout.split(maxsplit=2)
     assert (cpus, devices) == ("1", "2")
-    # The user's own XLA_FLAGS are kept; the device count is added.
-    assert flags.split() == ["--xla_cpu_use_thunk_runtime=true", "--xla_force_host_platform_device_count=2"]
+    assert flags.split() == ["--xla_force_host_platform_device_count=2"]
     assert "CPU affinity" in result.stderr and "1 CPU(s)" in result.stderr and "tiny_mlp" in result.stderr
 
 
@@ -70,3 +69,20 @@ def test_run_applies_nothing_from_an_unvetted_record(db):
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == str(len(os.sched_getaffinity(0)))
     assert "starting the program unchanged" in result.stderr and "exceeds" in result.stderr
+
+
+def test_run_keeps_the_users_xla_flags_and_replaces_a_device_count():
+    from xtat.apply.launch import RuntimePlan
+
+    env = RuntimePlan(None, 4, ("w",)).environment(
+        {"XLA_FLAGS": "--xla_cpu_use_thunk_runtime=true --xla_force_host_platform_device_count=8", "HOME": "h"})
+    assert env["XLA_FLAGS"].split() == ["--xla_cpu_use_thunk_runtime=true", "--xla_force_host_platform_device_count=4"]
+    assert env["HOME"] == "h"
+
+
+def test_records_made_under_other_xla_flags_are_not_applied(db):
+    _record(db, {"cpus": 1})
+    env = {**os.environ, "XLA_FLAGS": "--xla_cpu_use_thunk_runtime=true"}
+    result = subprocess.run([*XTAT_RUN, "--db", str(db), "--", sys.executable, "-c", READ_BACK],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0 and "tuned under another device or version" in result.stderr

@@ -8,10 +8,13 @@ that worker processes can compile without importing the user's code.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
 import json
+import os
+import platform
 import re
 import sys
 from dataclasses import dataclass, field
@@ -51,13 +54,56 @@ class Workload:
 
 
 def environment_identity() -> dict[str, str]:
-    """What besides the program decides whether a stored config applies."""
+    """What besides the program decides whether a stored config applies.
+
+    The machine by name: on CPU the device kind is just "cpu", so the CPU's
+    vendor, model and instruction-set extensions are added (a config tuned
+    with AVX-512 code generation must not apply on an ARM host); on GPU the
+    compute capability. Also the platform version and the XLA flags in force,
+    less the host device count, which is a runtime decision of its own.
+    """
+    from xtat.stages.runtime import HOST_DEVICES_FLAG
+
     device = jax.devices()[0]
-    return {
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(HOST_DEVICES_FLAG + "=")]
+    env = {
         "platform": device.platform,
         "device_kind": device.device_kind,
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
+        "platform_version": str(getattr(device.client, "platform_version", "")),
+        "xla_flags": " ".join(flags),
+        "libtpu_init_args": os.environ.get("LIBTPU_INIT_ARGS", ""),
+    }
+    if device.platform == "cpu":
+        env.update(_cpu_identity())
+    capability = getattr(device, "compute_capability", None)
+    if capability is not None:
+        env["compute_capability"] = str(capability)
+    return env
+
+
+_ISA_PREFIXES = ("sse", "avx", "fma", "f16c", "amx", "bmi", "asimd", "sve", "neon")
+
+
+@functools.cache
+def _cpu_identity() -> dict[str, str]:
+    """Vendor, model and the instruction-set extensions that code generation may use."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                name, _, value = line.partition(":")
+                name = name.strip()
+                if name in ("vendor_id", "model name", "flags", "Features", "CPU implementer", "CPU part"):
+                    fields.setdefault(name, value.strip())
+    except OSError:
+        pass
+    extensions = (fields.get("flags") or fields.get("Features") or "").split()
+    return {
+        "cpu_vendor": fields.get("vendor_id") or fields.get("CPU implementer") or platform.machine(),
+        "cpu_model": fields.get("model name") or fields.get("CPU part") or platform.processor(),
+        "cpu_isa": " ".join(sorted(e for e in extensions if e.startswith(_ISA_PREFIXES))),
     }
 
 
