@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import xtat
@@ -122,3 +126,22 @@ def test_finalist_failing_on_second_inputs_is_demoted_never_adopted(db, monkeypa
     # every candidate was either demoted or shares its executable with another trial
     rows = _rows(db)
     assert all(status in ("wrong_result", "duplicate") for _, key, status, _, _ in rows if key != "{}"), rows
+
+
+def _callback_on_request(x):
+    """A knob whose second choice adds a host callback: jax.export refuses that program."""
+    if xtat.knob("log", (False, True), False):
+        x = jax.pure_callback(lambda v: v, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+    return jnp.tanh(x) * 2
+
+
+def test_a_config_that_cannot_be_exported_is_a_compile_error_and_the_run_goes_on(db):
+    x = np.ones((8, 8), np.float32)
+    result = xtat.tune(xtat.Workload(_callback_on_request, (x,), name="callback"), db=db, budget=3,
+                       stages=("program",), **FAST)
+    with sqlite3.connect(db) as con:
+        rows = dict(con.execute("SELECT config, status FROM trials").fetchall())
+        errors = [e for (e,) in con.execute("SELECT error FROM trials WHERE status='compile_error'")]
+    assert rows[json.dumps({"program": {"knob:log": True}}, sort_keys=True)] == "compile_error"
+    assert errors and "cannot be exported" in errors[0]
+    assert "running" not in rows.values() and not result.adopted

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from xtat.errors import UserError
 from xtat.runner.session import Session
 from xtat.tuning.settings import TuneSettings
 from xtat.workload import Capture, Workload, export_flat
@@ -31,7 +32,13 @@ def rewritten_exporter(workload: Workload) -> Callable[[dict], bytes]:
     def export(program: dict) -> bytes:
         from xtat.stages.program import rewrite
 
-        return export_flat(rewrite(workload.fn, program), workload.args, workload.kwargs or {})
+        try:
+            return export_flat(rewrite(workload.fn, program), workload.args, workload.kwargs or {})
+        except UserError:
+            raise
+        except Exception as exc:  # e.g. a knob choice that adds a host callback, which jax.export refuses
+            raise UserError(f"the program this config rewrites cannot be exported for isolated measurement: "
+                            f"{type(exc).__name__}: {str(exc)[:300]}") from exc
 
     return export
 
