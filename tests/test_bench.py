@@ -148,10 +148,34 @@ def test_roofline_placement():
     peak = MachinePeak("roofline:test", flops_per_s=100e9, bytes_per_s=10e9, matmul_n=512, copy_bytes=1,
                        repeats=1, measured_at=0.0)
     assert peak.ridge_intensity == 10.0 and peak.roof(1.0) == 10e9 and peak.roof(100.0) == 100e9
-    low = place(peak, {"flops": 2e9, "bytes accessed": 1e9}, default_s=1.0, tuned_s=0.5)
+    low, why = place(peak, {"flops": 2e9, "bytes accessed": 1e9}, default_s=1.0, tuned_s=0.5)
+    assert why is None and low is not None
     assert low.intensity == 2.0 and low.default_flops_per_s == 2e9 and low.tuned_flops_per_s == 4e9
     assert low.default_fraction == pytest.approx(0.1) and low.tuned_fraction == pytest.approx(0.2)
-    assert place(peak, {"flops": 1e9}, 1.0, 1.0) is None  # no bytes: not placed
+    assert place(peak, {"flops": 1e9}, 1.0, 1.0) == (None, "no flops or bytes in XLA's cost analysis")
+
+
+@pytest.mark.parametrize("cost, seconds, reason", [
+    ({"flops": 2e9, "bytes accessed": 1e9, "while_loops": 2.0}, 1.0, "2 while loop(s)"),
+    ({"flops": 2e9, "bytes accessed": 1e9}, 0.01, "of the roof, which no program reaches"),  # 200 GFLOP/s
+])
+def test_no_roofline_point_above_the_roof_and_loops_left_out_with_the_reason(cost, seconds, reason):
+    peak = MachinePeak("roofline:test", flops_per_s=100e9, bytes_per_s=10e9, matmul_n=512, copy_bytes=1,
+                       repeats=1, measured_at=0.0)
+    placement, why = place(peak, cost, default_s=seconds, tuned_s=seconds)
+    assert placement is None and reason in why
+
+
+def test_capture_counts_the_while_loops_the_cost_analysis_undercounts():
+    from jax import lax
+
+    from xtat.workload import capture
+
+    def looped(x):
+        return lax.fori_loop(0, 10, lambda i, v: v * 1.01, x)
+
+    assert capture(Workload(looped, (np.ones(8, np.float32),))).cost["while_loops"] == 1.0
+    assert capture(Workload(lambda x: x * 2, (np.ones(8, np.float32),))).cost["while_loops"] == 0.0
 
 
 def _raising_fn(x):
@@ -189,10 +213,11 @@ def synthetic_bench_result() -> BenchResult:
                       ablation={"config": {"program": {"d": 8}}, "stage_shares": {"program": 1.0},
                                 "interaction": 0.0, "variants": {"adopted": {"speedup": 1.25,
                                                                              "speedup_ci": [1.2, 1.3]}}},
-                      roofline=place(peak, {"flops": 1e8, "bytes accessed": 1e7}, 0.010, 0.008))
+                      roofline=place(peak, {"flops": 1e8, "bytes accessed": 1e7}, 0.010, 0.008)[0])
     kept = Outcome("synthetic-b/train", "synthetic-b", "test", "train", fingerprint="e" * 64, default_ms=5.0,
                    default_ci_ms=(4.9, 5.1), best_ms=5.0, best_ci_ms=(4.9, 5.1), speedup=1.0, speedup_ci=(1.0, 1.0),
-                   message="no significant improvement", trials={"ok": 3}, history=history[:1])
+                   message="no significant improvement", trials={"ok": 3}, history=history[:1],
+                   roofline_left_out="1 while loop(s), whose bodies XLA's cost analysis counts once")
     failed = Outcome("synthetic-c/train", "synthetic-c", "test", "train", error="UserError: does not trace")
     outcomes = (adopted, kept, failed)
     return BenchResult(BenchSettings(suite=("synthetic-a", "synthetic-b", "synthetic-c"), forms=("train",),
@@ -211,6 +236,7 @@ def test_bench_report_on_synthetic_result(tmp_path):
     assert "crash 1, ok 2 | crash 1 |" in markdown  # trials by status, failures by status
     assert "program 100%" in markdown and "## Failed workloads" in markdown
     assert "Largest adopted speedups: synthetic-a/train 1.250 [1.200, 1.300]" in markdown
+    assert "synthetic-b/train | 1 while loop(s)" in markdown  # left out of the roofline, with the reason
     page = _Page()
     page.feed(files.html.read_text())
     assert len(page.images) == 4 and page.external == []

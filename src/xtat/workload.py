@@ -262,6 +262,8 @@ def capture(workload: Workload) -> Capture:
     try:
         analysis = lowered.cost_analysis() or {}
         cost = {k: float(v) for k, v in analysis.items() if k in ("flops", "bytes accessed", "transcendentals")}
+        # The analysis counts a while loop's body once: say how many there are, so nobody reads it as a rate.
+        cost["while_loops"] = float(lowered.as_text().count("stablehlo.while"))
     except Exception:  # cost analysis is informative only
         cost = {}
     return Capture(

@@ -89,6 +89,7 @@ class Outcome:
     ablation: dict | None = None  # xtat.analysis.ablation.explain() of the adopted config
     ablation_error: str | None = None
     roofline: RooflinePlacement | None = None
+    roofline_left_out: str | None = None  # why the workload is not on the roofline
     read_back: bool = False  # taken from an earlier run of this campaign (bench.json); its decision is in the store
 
     @classmethod
@@ -260,8 +261,9 @@ def tune_entry(entry: SuiteEntry, form: str, settings: BenchSettings, db: Path, 
         except Exception as exc:  # noqa: BLE001 - an ablation failure must not lose the tuning result
             ablation_error = f"{type(exc).__name__}: {exc}"
     assert outcome.default_ms is not None and outcome.tuned_ms is not None
+    roofline, left_out = place(peak, outcome.cost, outcome.default_ms / 1e3, outcome.tuned_ms / 1e3)
     return replace(outcome, ablation=ablation, ablation_error=ablation_error, wall_s=time.perf_counter() - started,
-                   roofline=place(peak, outcome.cost, outcome.default_ms / 1e3, outcome.tuned_ms / 1e3))
+                   roofline=roofline, roofline_left_out=left_out)
 
 
 def _tuned(base: dict, result, db: Path) -> Outcome:

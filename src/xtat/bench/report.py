@@ -123,8 +123,9 @@ def _roofline(result: BenchResult) -> Section:
         f": {peak.flops_per_s / 1e9:.1f} GFLOP/s (f32 matmul, n={peak.matmul_n}) and "
         f"{peak.bytes_per_s / 1e9:.1f} GB/s (streaming read+write of {peak.copy_bytes / 2**20:.0f} MiB), best of "
         f"{peak.repeats}; ridge at {peak.ridge_intensity:.1f} FLOP/byte. Each workload sits at the arithmetic "
-        "intensity of its default program from XLA's cost analysis, which counts a loop body once: "
-        "loop-heavy workloads are placed below their true rate.")]
+        "intensity of its default program from XLA's cost analysis; a program with while loops is left "
+        "out (the analysis counts a loop body once), and so is any point that its counts would put above "
+        "the roof.")]
     if placed:
         rows = tuple((name, f"{r.flops:.3g}", f"{r.bytes_accessed:.3g}", f"{r.intensity:.2f}",
                       f"{r.default_flops_per_s / 1e9:.2f}", f"{r.tuned_flops_per_s / 1e9:.2f}",
@@ -136,15 +137,10 @@ def _roofline(result: BenchResult) -> Section:
             Figure("roofline", roofline_figure(peak.flops_per_s, peak.bytes_per_s, points),
                    "Roofline: each workload's default (hollow) and tuned (filled) achieved FLOP/s"),
         ]
-    above = [name for name, r in placed if max(r.default_fraction, r.tuned_fraction) > 1.0]
-    if above:
-        blocks.append(Paragraph(
-            f"Above the measured roof: {', '.join(above)}. Either the peaks were measured while the machine was "
-            "busy (run again with --remeasure-peak on a quiet machine) or the cost analysis counts more flops "
-            "than execute (e.g. a rewrite XLA simplifies after the estimate)."))
-    missing = [o.name for o in result.outcomes if o.tuned and o.roofline is None]
-    if missing:
-        blocks.append(Paragraph(f"Not placed (no flops or bytes in the cost analysis): {', '.join(missing)}."))
+    left_out = [(o.name, o.roofline_left_out or "not placed") for o in result.outcomes
+                if o.tuned and o.roofline is None]
+    if left_out:
+        blocks.append(Table(("left out", "why"), tuple(left_out)))
     return Section("Roofline", tuple(blocks))
 
 

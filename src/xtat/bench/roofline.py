@@ -8,9 +8,9 @@ kind, platform, host CPU model, core count), so later campaigns reuse them.
 A workload sits at the arithmetic intensity of its default program
 (`cost_analysis()` flops / bytes accessed, recorded at capture). Achieved
 FLOP/s are those flops divided by the measured time of the default and of the
-tuned config. XLA's cost analysis counts a loop body once, so loop-heavy
-programs (scan, while) sit below their true rate; the chart says what was
-counted, not more.
+tuned config. XLA's cost analysis counts a loop body once, so programs with
+while loops are left out, with the reason, and so is any point its counts
+would put above the roof.
 """
 
 from __future__ import annotations
@@ -136,13 +136,27 @@ def machine_peak(store: Store, remeasure: bool = False) -> tuple[MachinePeak, bo
     return peak, True
 
 
-def place(peak: MachinePeak, cost: dict, default_s: float, tuned_s: float) -> RooflinePlacement | None:
-    """Where a workload with this cost analysis and these times sits; None without usable costs."""
+def place(peak: MachinePeak, cost: dict, default_s: float, tuned_s: float) -> tuple[RooflinePlacement | None,
+                                                                                 str | None]:
+    """Where a workload with this cost analysis and these times sits, or why it is left out.
+
+    Left out: no flops or bytes in the cost analysis; a program with while
+    loops (scan, fori_loop, while), whose bodies XLA's cost analysis counts
+    once, so its flops are not what runs; and any point that would sit above
+    the roof, which no program can, so its counts do not describe it.
+    """
     flops, accessed = cost.get("flops", 0.0), cost.get("bytes accessed", 0.0)
     if not flops or not accessed or default_s <= 0 or tuned_s <= 0:
-        return None
+        return None, "no flops or bytes in XLA's cost analysis"
+    loops = int(cost.get("while_loops", 0))
+    if loops:
+        return None, f"{loops} while loop(s), whose bodies XLA's cost analysis counts once"
     intensity = flops / accessed
     roof = peak.roof(intensity)
     default_rate, tuned_rate = flops / default_s, flops / tuned_s
-    return RooflinePlacement(intensity, flops, accessed, default_rate, tuned_rate, default_rate / roof,
-                             tuned_rate / roof)
+    placement = RooflinePlacement(intensity, flops, accessed, default_rate, tuned_rate, default_rate / roof,
+                                  tuned_rate / roof)
+    if max(placement.default_fraction, placement.tuned_fraction) > 1.0:
+        return None, (f"its counts would put it at {max(placement.default_fraction, placement.tuned_fraction):.0%} "
+                      "of the roof, which no program reaches: XLA's cost analysis does not describe what runs")
+    return placement, None
