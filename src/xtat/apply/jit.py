@@ -40,7 +40,6 @@ from jax._src import core
 
 from xtat.apply import nesting
 from xtat.apply.lookup import Found, Lookup, lookup, mark_rejected, runtime_mismatch
-from xtat.space.space import config_key
 from xtat.workload import Identity
 
 @dataclass(frozen=True)
@@ -129,23 +128,21 @@ class Jitted:
 
     def _route_call(self, *args: Any, **kwargs: Any) -> Any:
         """The Python path: first calls, and functions whose signatures use several configs."""
-        try:
-            key = self._key(args, kwargs)
-            hash(key)
-        except Exception:  # arguments jax.jit refuses: let it say so, in its words
+        key = self._hashable_key(args, kwargs)
+        if key is None:  # arguments jax.jit refuses: let it say so, in its words
             return self._default(*args, **kwargs)
         route = self._route(key, args, kwargs)
         self._state.traced = None
         try:
             out = self._entry(route)(*args, **kwargs)
         except Exception as exc:
-            if self._state.traced != _key_of(route) or not (route.options or route.candidate.program):
+            if self._state.traced != route.config or not (route.options or route.candidate.program):
                 raise  # the user's function (or jax's argument checks) failed: as jax.jit would
             self._state.traced = None
             route = self._reject(key, route, exc)
             out = self._entry(route)(*args, **kwargs)
         with self._lock:
-            configs = {_key_of(r) for r in self._routes.values()}
+            configs = {r.config for r in self._routes.values()}
             if len(configs) == 1:
                 self._install(self._entry(route))
         return out
@@ -164,6 +161,15 @@ class Jitted:
         static, dynamic = self._split(args, kwargs)
         leaves, tree = jax.tree.flatten(dynamic)
         return tree, tuple(map(_aval, leaves)), static
+
+    def _hashable_key(self, args: tuple, kwargs: dict) -> Hashable | None:
+        """The signature, or None for arguments jax.jit itself refuses (unhashable statics, non-arrays)."""
+        try:
+            key = self._key(args, kwargs)
+            hash(key)
+        except Exception:
+            return None
+        return key
 
     def _route(self, key: Hashable, args: tuple, kwargs: dict) -> Lookup:
         route = self._routes.get(key)
@@ -200,7 +206,7 @@ class Jitted:
 
     def _entry(self, route: Lookup) -> Any:
         """The jax.jit object of a config: its rewrites at trace time, its options at compile time."""
-        config = _key_of(route)
+        config = route.config
         entry = self._entries.get(config)
         if entry is not None:
             return entry
@@ -236,17 +242,17 @@ class Jitted:
 
     def _wrapper(self, route: Lookup) -> Callable:
         """What jax traces for a config: the signature's own program, rewritten as its config says."""
-        config = _key_of(route)
+        config = route.config
 
         @functools.wraps(self._fn)
         def traced(*args: Any, **kwargs: Any) -> Any:
             key = self._key(args, kwargs)
             own = self._route(key, args, kwargs)
-            if _key_of(own) != config:
+            if own.config != config:
                 # A new signature reached the active jit: trace its own program, route later calls.
                 self._install(self._route_call)
             out = self._program(own, key, args, kwargs)
-            self._state.traced = _key_of(own)
+            self._state.traced = own.config
             return out
 
         return traced
@@ -260,7 +266,7 @@ class Jitted:
             def traced_by_the_rewriter(*a: Any, **k: Any) -> Any:
                 out = self._fn(*a, **k)
                 # The user's function went through: an error after this is the config's.
-                self._state.traced = _key_of(route)
+                self._state.traced = route.config
                 return out
 
             return rewrite(functools.wraps(self._fn)(traced_by_the_rewriter), program)(*args, **kwargs)
@@ -279,12 +285,8 @@ class Jitted:
     # ---------------------------------------------------------------- jax.jit's staged API
 
     def _entry_for(self, args: tuple, kwargs: dict) -> Any:
-        try:
-            key = self._key(args, kwargs)
-            hash(key)
-        except Exception:
-            return self._default
-        return self._entry(self._route(key, args, kwargs))
+        key = self._hashable_key(args, kwargs)
+        return self._default if key is None else self._entry(self._route(key, args, kwargs))
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """jax.jit's `lower`: the tuned program; `.compile()` applies the tuned options."""
@@ -310,11 +312,6 @@ class Jitted:
     def lookups(self) -> list[Lookup]:
         """What the store said for each signature resolved so far."""
         return list(self._routes.values())
-
-
-def _key_of(route: Lookup) -> str:
-    candidate = route.candidate
-    return config_key({"program": candidate.program, "options": candidate.compile_options})
 
 
 def jit(fn: Callable | None = None, *, db: str | Path | None = None, **jit_kwargs: Any) -> Any:

@@ -14,6 +14,7 @@ from enum import Enum
 from pathlib import Path
 
 from xtat.errors import StoreError
+from xtat.space.space import config_key
 from xtat.stages.base import Candidate
 from xtat.store.sqlite import Result, Store, WorkloadRecord, default_path
 from xtat.workload import Identity
@@ -43,6 +44,11 @@ class Lookup:
     @property
     def options(self) -> dict[str, object]:
         return self.candidate.compile_options
+
+    @functools.cached_property
+    def config(self) -> str:
+        """The deployed config as one key: signatures with equal keys share a jax.jit."""
+        return config_key({"program": self.candidate.program, "options": self.candidate.compile_options})
 
     @property
     def reason(self) -> str:
@@ -93,11 +99,6 @@ def vetted(store: Store, record: WorkloadRecord, result: Result) -> Candidate:
                              numerics_opt_in=settings.get("allow_numerics_change") is True)
     if not found and not vetting.backed([(t.config_key, t.status) for t in store.trials(record.id)], result.config):
         found.append("the store holds no verified ok trial of the adopted config")
-    if not found:
-        candidate = deployment(result.config)
-        unknown = unknown_options(candidate.compile_options)
-        if unknown:
-            found.append(f"option(s) {unknown} are not XLA options of this jaxlib")
     if found:
         raise Unvetted("; ".join(found))
     return deployment(result.config)
@@ -109,20 +110,6 @@ def deployment(config: dict) -> Candidate:
     from xtat.tuner import make_stages
 
     return concretize(make_stages(), config)
-
-
-@functools.cache
-def _known_options() -> frozenset[str]:
-    from xtat.space.catalog import debug_options
-
-    # Build-option knobs that compiler_options also accepts (set on ExecutableBuildOptions).
-    build = {"exec_time_optimization_effort", "memory_fitting_effort", "optimization_level", "memory_fitting_level"}
-    return frozenset(debug_options()) | build
-
-
-def unknown_options(options: dict[str, object]) -> list[str]:
-    """Options this jaxlib's XLA does not define: applying them would fail the compile."""
-    return sorted(name for name in options if name not in _known_options())
 
 
 def runtime_mismatch(candidate: Candidate) -> str | None:

@@ -20,6 +20,7 @@ same workload: an adopted config must have been measured, not just written.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable
 
 from xtat.space.space import config_key
@@ -43,7 +44,9 @@ def problems(config: object, platform: str, numerics_opt_in: bool) -> list[str]:
             found.append(f"stage {stage!r} holds a {type(decisions).__name__}, not decisions")
     if found:
         return found
-    offered = {d.id: d for d in codegen_space(platform, allow_numerics_change=True).decisions}
+    with warnings.catch_warnings():  # options this XLA lacks are a tuning note, not something to apply
+        warnings.simplefilter("ignore")
+        offered = {d.id: d for d in codegen_space(platform, allow_numerics_change=True).decisions}
     for name, value in config.get("codegen", {}).items():
         decision = offered.get(name)
         if decision is None:
