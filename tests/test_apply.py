@@ -66,6 +66,17 @@ def test_jit_with_stale_record_falls_back(db):
         assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 1  # never deleted
 
 
+def test_the_environment_key_names_this_cpu():
+    """On CPU the device kind is just "cpu": the key must say which CPU, so a store from another applies nowhere."""
+    from xtat.workload import environment_identity
+
+    env = environment_identity()
+    cpuinfo = open("/proc/cpuinfo").read()
+    model = next(line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name"))
+    assert env["cpu_model"] == model and "sse2" in env["cpu_isa"].split()
+    assert {"platform_version", "xla_flags", "libtpu_init_args"} <= set(env)
+
+
 def test_record_keyed_before_the_machine_was_named_is_stale_never_applied_never_deleted(db):
     """A record from before the key named the CPU model, ISA and XLA flags: same program, older key."""
     from xtat.workload import fingerprint

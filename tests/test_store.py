@@ -122,8 +122,9 @@ def test_a_trial_is_never_a_duplicate_of_its_own_row(tmp_path):
     mine = store.start_trial(wid, None, {"codegen": {"a": 1}}, key)
     assert store.start_trial(wid, None, {"codegen": {"a": 1}}, key) == mine  # the other tuner: same row
     store.finish_trial(mine, "ok", exe_hash="h", median_s=1e-3)
-    assert store.measured_with_hash(wid, "h", exclude_id=mine) is None
-    assert store.measured_with_hash(wid, "h").id == mine
+    assert store.measured_with_hash(wid, "h", mine) is None
+    other = store.start_trial(wid, None, {"codegen": {"a": 2}}, '{"codegen":{"a":2}}')
+    assert store.measured_with_hash(wid, "h", other).id == mine
 
 
 # -- import vets what it is given ---------------------------------------------------------------

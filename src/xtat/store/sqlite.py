@@ -379,13 +379,13 @@ class Store:
         with self._write() as con:
             con.execute("UPDATE trials SET status='wrong_result', error=? WHERE id=?", (error, trial_id))
 
-    def measured_with_hash(self, workload_id: int, exe_hash: str, exclude_id: int | None = None) -> Trial | None:
-        """The earliest measured trial of this executable, other than `exclude_id` (the asking trial's
-        own row, which a second tuner measuring the same config may already have finished)."""
+    def measured_with_hash(self, workload_id: int, exe_hash: str, asking_id: int) -> Trial | None:
+        """The earliest measured trial of this executable other than the asking trial's own row (which a
+        second tuner measuring the same config may already have finished)."""
         row = self._con.execute(
             "SELECT * FROM trials WHERE workload_id=? AND exe_hash=? AND same_as IS NULL "
             "AND status NOT IN ('running', 'duplicate') AND id IS NOT ? ORDER BY id LIMIT 1",
-            (workload_id, exe_hash, exclude_id),
+            (workload_id, exe_hash, asking_id),
         ).fetchone()
         return self._trial(row) if row else None
 

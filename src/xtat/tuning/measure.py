@@ -39,7 +39,7 @@ def measure(store: Store, session: Session, workload_id: int, run_id: int, confi
             return finish(reply["status"], error=reply.get("error")), spent
         spent += 0.0 if reply.get("cached") else reply["compile_s"]
         compile_s, exe_hash, metrics = reply["compile_s"], reply["exe_hash"], reply.get("metrics") or {}
-        same = store.measured_with_hash(workload_id, exe_hash, exclude_id=trial_id)
+        same = store.measured_with_hash(workload_id, exe_hash, trial_id)
         if same is not None:
             worker.request("release", session.compile_deadline_s, ids=[cid])
             return finish(
