@@ -5,8 +5,8 @@ an outer trace (an outer jit, `grad`, `scan`): XLA compiles one module, with
 the outer program's options, so the inner ones could not apply. `jax.jit(f)`
 without options nests fine, and `xtat.jit` must nest wherever `jax.jit` does.
 
-The choices were a Python frame around every call (about 0.6 us, 9% of a
-1-leaf dispatch here) or teaching jax's staging rule for `jit` to drop the
+The choices were a Python frame around every call (10-12% of a 1-leaf
+dispatch here: `benchmarks/dispatch.py`, python wrapper column) or teaching jax's staging rule for `jit` to drop the
 options of xtat's own jit objects when they are staged, which is what XLA
 would do with them anyway. We do the latter: the rule is wrapped once, and
 it changes nothing for any jit object but the ones registered here (matched
