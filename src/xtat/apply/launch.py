@@ -90,9 +90,9 @@ def _said(cpus: int | None, devices: int | None) -> str:
     return ", ".join(([f"{cpus} CPU(s)"] if cpus else []) + ([f"{devices} host device(s)"] if devices else []))
 
 
-def launch(runtime: RuntimePlan, command: list[str]) -> None:
-    """Apply the plan to this process and replace it with `command`; returns only on failure."""
-    env = runtime.environment(dict(os.environ))
+def launch(runtime: RuntimePlan, command: list[str], env: dict[str, str]) -> None:
+    """Apply the plan's affinity to this process and replace it with `command` in `env` (the plan's
+    environment); returns only on failure."""
     if runtime.cpus is not None:
         os.sched_setaffinity(0, runtime.cpus)
     try:

@@ -92,13 +92,10 @@ class Unvetted(Exception):
 
 def vetted(store: Store, record: WorkloadRecord, result: Result) -> Candidate:
     """What an adopted result asks of production, once vetted (`vetting.py`); Unvetted otherwise."""
-    from xtat.apply import vetting
+    from xtat.apply.vetting import refusals
 
-    settings = store.run_settings(result.run_id) or {}
-    found = vetting.problems(result.config, str(record.env.get("platform", "")),
-                             numerics_opt_in=settings.get("allow_numerics_change") is True)
-    if not found and not vetting.backed([(t.config_key, t.status) for t in store.trials(record.id)], result.config):
-        found.append("the store holds no verified ok trial of the adopted config")
+    found = refusals(result.config, str(record.env.get("platform", "")), store.run_settings(result.run_id),
+                     [(t.config_key, t.status) for t in store.trials(record.id)])
     if found:
         raise Unvetted("; ".join(found))
     return deployment(result.config)

@@ -71,7 +71,13 @@ def problems(config: object, platform: str, numerics_opt_in: bool) -> list[str]:
     return found
 
 
-def backed(trials: Iterable[tuple[str, str]], config: dict) -> bool:
-    """Whether a verified `ok` trial of exactly this config is among `trials` ((config key, status) pairs)."""
-    key = config_key(config)
-    return any(status == "ok" and trial_key == key for trial_key, status in trials)
+def refusals(config: object, platform: str, run_settings: dict | None,
+             trials: Iterable[tuple[str, str]]) -> list[str]:
+    """Why an adopted `config` may not be applied: `problems`, given the recording run's settings, and
+    no verified `ok` trial of exactly this config among `trials` ((config key, status) pairs)."""
+    found = problems(config, platform, numerics_opt_in=(run_settings or {}).get("allow_numerics_change") is True)
+    if not found:
+        key = config_key(config)  # type: ignore[arg-type]
+        if not any(status == "ok" and trial_key == key for trial_key, status in trials):
+            found.append("no verified ok trial of the adopted config")
+    return found

@@ -294,7 +294,7 @@ def run(command: list[str] = typer.Argument(..., help="The program and its argum
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        launch(runtime, command)
+        launch(runtime, command, env)
     except UserError as exc:
         _fail(str(exc))
 

@@ -62,13 +62,10 @@ def _check_config(where: str, config: dict) -> None:
 
 def _vet_adopted(where: str, workload: dict, result: dict) -> None:
     """An adopted result is imported only if it would be applied: vetted, and backed by a verified trial."""
-    from xtat.apply.vetting import backed, problems
+    from xtat.apply.vetting import refusals
 
-    settings = result.get("run_settings") or {}
-    found = problems(result["config"], str(workload["env"].get("platform", "")),
-                     numerics_opt_in=settings.get("allow_numerics_change") is True)
-    if not found and not backed([(t["config_key"], t["status"]) for t in workload["trials"]], result["config"]):
-        found.append("no verified ok trial of the adopted config comes with it")
+    found = refusals(result["config"], str(workload["env"].get("platform", "")), result.get("run_settings"),
+                     [(t["config_key"], t["status"]) for t in workload["trials"]])
     if found:
         raise UserError(f"import: {where} ({workload['name']!r}) adopts a config that is refused: "
                         f"{'; '.join(found)}; nothing was imported")
