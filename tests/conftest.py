@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -10,6 +11,11 @@ sys.path.insert(0, str(TESTS))
 @pytest.fixture
 def db(tmp_path) -> Path:
     return tmp_path / "xtat.db"
+
+
+# The fault-injection hooks work only under the test switch (xtat.test_hooks). Set for the whole
+# test process, module-scoped fixtures included; workers and CLI subprocesses inherit it.
+os.environ["XTAT_TEST_HOOKS"] = "1"
 
 
 @pytest.fixture(autouse=True)

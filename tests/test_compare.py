@@ -15,12 +15,16 @@ from xtat.compare.analysis import (BASELINE, Point, RunRecord, analyze, converge
                                    median_by_trials, median_by_wall, median_not_reached_last)
 from xtat.compare.remeasure import remeasure, remeasured_path
 from xtat.compare.report import campaign_report
-from xtat.compare.runner import CampaignPlan, available_strategies, record_from_result, run_campaign, run_paths
+from xtat.compare.runner import (TUNING_FIELDS, CampaignPlan, available_strategies, record_from_result, run_campaign,
+                                 run_paths)
 from xtat.errors import UserError
 from xtat.report import to_html, to_markdown
 from xtat.space.space import config_key
 from xtat.store.sqlite import Store
 from xtat.tuner import TuneSettings
+
+# The timing part of FAST: what a campaign plan takes.
+FAST_TIMING = {k: v for k, v in FAST.items() if k in TUNING_FIELDS}
 
 XTAT = [sys.executable, "-m", "xtat.cli.app"]
 
@@ -127,6 +131,31 @@ def test_remeasure_reads_back_a_record_covering_every_incumbent(tmp_path):
                      "samples": settings.samples, "seed": settings.seed}}))
     # No workload is given: reading back must not capture or measure anything.
     assert remeasure(None, runs, tmp_path, settings) == recorded  # type: ignore[arg-type]
+
+
+def test_remeasure_times_each_incumbent_beside_its_own_default_in_its_own_process(tmp_path, monkeypatch):
+    from tiny import tiny_mlp
+    from xtat.runner.session import Session
+
+    configs = [{"codegen": {"xla_backend_optimization_level": 1}}, {"codegen": {"xla_cpu_prefer_vector_width": 128}}]
+    history = [{"index": 1, "config": {}, "status": "ok", "median_s": 2.0, "best_s": None, "resumed": False,
+                "spent_s": 1.0}] + [{"index": i, "config": c, "status": "ok", "median_s": 2.0 - i / 2, "best_s": None,
+                                    "resumed": False, "spent_s": 1.0} for i, c in enumerate(configs, start=2)]
+    run = RunRecord("w", "sweep", 0, convergence(history), 1.0, (1.0, 1.0), False, wall_s=3.0, default_s=2.0,
+                    incumbents=incumbents(history))
+    placed: list[tuple[list[str], set[int]]] = []
+    place = Session.place
+
+    def spy(self, builds, timing, deploy_tolerance=None):
+        result = place(self, builds, timing, deploy_tolerance)
+        placed.append(([id for id, _ in builds], {worker.process.pid for _, worker in result[0]}))
+        return result
+
+    monkeypatch.setattr(Session, "place", spy)
+    speedups = remeasure(tiny_mlp(), [run], tmp_path, TuneSettings(**FAST))
+    assert set(speedups) == {config_key(c) for c in configs}
+    assert [len(ids) for ids, _ in placed] == [2, 2]  # the default and one incumbent, twice
+    assert placed[0][1].isdisjoint(placed[1][1])  # in other processes
 
 
 def test_not_reached_is_a_value_in_the_summary_and_the_table():
@@ -296,7 +325,7 @@ def test_each_run_has_its_own_store(tmp_path):
 def test_a_larger_budget_continues_each_run_from_its_store(tmp_path):
     def plan(budget: int) -> CampaignPlan:
         return CampaignPlan((tiny_target("tiny_mlp"),), ("sweep",), budget=budget, seeds=1, db_dir=tmp_path,
-                            stages=("codegen",), tuning=FAST)
+                            stages=("codegen",), tuning=FAST_TIMING)
 
     (first,) = run_campaign(plan(2))
     events = []
@@ -311,7 +340,7 @@ def _compare(*args):
 
 def test_compare_cli_end_to_end_on_tiny_then_resumes_without_measuring(tmp_path):
     strategies = ["sweep", "random"]
-    fast = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
+    fast = [f"--{key.replace('_', '-')}={value}" for key, value in FAST_TIMING.items()]
     args = [tiny_target("tiny_mlp"), "--strategies", ",".join(strategies), "--budget", 3, "--seeds", 1,
             "--stages", "codegen", "--db", tmp_path / "runs", "--report", tmp_path / "report", "--json", *fast]
     first = _compare(*args)

@@ -52,8 +52,12 @@ def test_not_ours_and_corrupt_and_newer_files_are_refused_unchanged(tmp_path):
 def test_export_import_round_trip_and_idempotence(tmp_path):
     document = _filled(tmp_path / "a.db").export()
     target = Store.open(tmp_path / "b.db")
-    assert target.import_(json.loads(json.dumps(document))) == {"workloads": 1, "trials": 2, "results": 1}
-    assert target.import_(document) == {"workloads": 0, "trials": 0, "results": 0}
+    first = target.import_(json.loads(json.dumps(document)))
+    assert first.added == {"workloads": 1, "trials": 2, "results": 1} and first.skipped == ()
+    again = target.import_(document)
+    assert again.added == {"workloads": 0, "trials": 0, "results": 0}
+    assert [line.split(": ", 1)[1] for line in again.skipped] == [
+        "2 trial(s) already recorded here, kept as they are", "1 result(s) already recorded here"]
     exported = target.export()
     assert [t["status"] for t in exported["workloads"][0]["trials"]] == ["ok", "crash"]
 
@@ -177,7 +181,8 @@ def test_an_imported_result_never_replaces_a_local_decision_unless_asked(tmp_pat
     local = tmp_path / "local.db"
     adopt(local, {"codegen": {"xla_cpu_prefer_vector_width": 128}})
     document = _exported(tmp_path / "other.db", {}, adopted=False)  # "not adopted", imported later
-    Store.open(local).import_(document)
+    report = Store.open(local).import_(document)
+    assert any("not in force" in line and "--prefer-imported" in line for line in report.skipped)
     store = Store.open(local)
     (workload,) = store.workloads()
     assert store.latest_result(workload.id).adopted

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from xtat.model.objectives import pareto_front
+from xtat.runner.load import LoadMonitor
 from xtat.runner.session import Session
 from xtat.space.space import config_key
 from xtat.stages.base import Context
@@ -82,8 +83,10 @@ def _tune(captured: Capture, store: Store, session: Session, settings: TuneSetti
     context = Context(workload.fn, workload.args, workload.kwargs or {}, identity.env["platform"],
                       settings.allow_numerics_change, settings.options, session.passes_that_ran)
     search = SearchLoop(store, session, workload_id, run_id, settings, stages, on_trial)
+    monitor = LoadMonitor(session.pids)
     search.consider({})  # the default first, always
     formulate(search, searched, context, settings)
+    search_load = monitor.report()
 
     latest = store.latest_result(workload_id)
     if search.new_trials == 0 and latest is not None and "summary" in latest.detail:
@@ -98,9 +101,15 @@ def _tune(captured: Capture, store: Store, session: Session, settings: TuneSetti
         summary["notes"] += [f"{len(ids)} decision(s) inactive, they need {needs} which was not searchable "
                              f"then: {', '.join(ids[:3])}{' ...' if len(ids) > 3 else ''}"
                              for needs, ids in search.inactive.items()]
+        summary["search_load"] = search_load.to_json()
+        if search_load.other_cores is not None and search_load.other_cores >= settings.load_threshold_cores:
+            summary["notes"].append(f"the search ran under load: {search_load.describe()}")
+        if session.budget.widened:  # a chaotic program: say how much its outputs may move
+            summary["notes"].append(f"verification budget {session.budget.describe()}")
         speedup = (summary["speedup"], *summary["speedup_ci"]) if summary["finalists"] else None
         store.add_result(workload_id, run_id, summary["adopted"], summary["best_config"],
-                         summary["default_ms"] / 1e3, summary["best_ms"] / 1e3, speedup, {"summary": summary})
+                         summary["default_ms"] / 1e3, summary["best_ms"] / 1e3, speedup,
+                         {"summary": summary, "verification": session.budget.to_json()})
     store.finish_run(run_id, "finished")
     summary = {**summary, "default_ci_ms": tuple(summary["default_ci_ms"]),
                "best_ci_ms": tuple(summary["best_ci_ms"]), "speedup_ci": tuple(summary["speedup_ci"])}

@@ -76,8 +76,10 @@ class Outcome:
     default_ci_ms: tuple[float, float] | None = None
     best_ms: float | None = None  # the best finalist (adopted or not)
     best_ci_ms: tuple[float, float] | None = None
-    speedup: float | None = None  # of the best finalist, interleaved with the default
+    speedup: float | None = None  # of the best finalist: confirmed through jax.jit when a confirmation ran
     speedup_ci: tuple[float, float] | None = None
+    search_speedup: float | None = None  # the confirmed finalist's figure from the search's re-measurement
+    search_speedup_ci: tuple[float, float] | None = None
     adopted: bool = False
     message: str = ""
     config: dict = field(default_factory=dict)
@@ -96,7 +98,7 @@ class Outcome:
     def from_json(cls, document: dict) -> "Outcome":
         """The inverse of to_json."""
         values = {f.name: document[f.name] for f in fields(cls) if f.name in document}
-        for name in ("default_ci_ms", "best_ci_ms", "speedup_ci"):
+        for name in ("default_ci_ms", "best_ci_ms", "speedup_ci", "search_speedup_ci"):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
         values["history"] = tuple(values.get("history", ()))
@@ -268,6 +270,7 @@ def tune_entry(entry: SuiteEntry, form: str, settings: BenchSettings, db: Path, 
 
 def _tuned(base: dict, result, db: Path) -> Outcome:
     """The outcome of a TuneResult, with the default program's cost analysis from the store."""
+    confirmed = next((f for f in result.finalists if "search_speedup" in f), {})
     store = Store.open(db, read_only=True)
     try:
         record = store.workload(result.fingerprint)
@@ -277,6 +280,8 @@ def _tuned(base: dict, result, db: Path) -> Outcome:
     return Outcome(
         **base, fingerprint=result.fingerprint, default_ms=result.default_ms, default_ci_ms=result.default_ci_ms,
         best_ms=result.best_ms, best_ci_ms=result.best_ci_ms, speedup=result.speedup, speedup_ci=result.speedup_ci,
+        search_speedup=confirmed.get("search_speedup"),
+        search_speedup_ci=tuple(confirmed["search_speedup_ci"]) if confirmed else None,  # type: ignore[arg-type]
         adopted=result.adopted, message=result.message, config=result.best_config, trials=result.trials,
         new_trials=result.new_trials,
         history=tuple({"status": e.status, "median_s": e.median_s, "spent_s": e.spent_s} for e in result.history),

@@ -53,9 +53,10 @@ def _summary(result: BenchResult) -> Section:
     if top:
         blocks.append(Paragraph("Largest adopted speedups: " + "; ".join(
             f"{o.name} {_interval(o.speedup, o.speedup_ci)}" for o in top) + "."))
-    blocks += [Paragraph("Times are medians of interleaved re-measurements of the default and the finalists in "
-                         "fresh worker processes; a config is adopted only when the lower bound of its speedup "
-                         "interval is above 1 (plus the tie margin)."),
+    blocks += [Paragraph("Times are medians of interleaved re-measurements in fresh worker processes. The "
+                         "best finalist is confirmed through jax.jit, interleaved with the default, until its "
+                         "interval clears or falls below 1 + the tie margin; a config is adopted only when the "
+                         "confirmed interval lies above it, and the speedups quoted are the confirmed ones."),
                Preformatted(command)]
     return Section("Summary", tuple(blocks))
 
@@ -66,13 +67,20 @@ def _workload_table(outcomes: tuple[Outcome, ...]) -> Table:
         if not o.tuned:
             rows.append((o.name, "-", "-", "-", "failed", "-", "-", o.error or ""))
             continue
+        confirmed = "-" if o.search_speedup is None else _interval(o.speedup, o.speedup_ci) + (
+            " (interval includes 1)" if o.speedup_ci and o.speedup_ci[0] <= 1.0 else "")
+        search = _interval(o.search_speedup, o.search_speedup_ci) if o.search_speedup is not None else \
+            _interval(o.speedup, o.speedup_ci)
         rows.append((o.name, _interval(o.default_ms, o.default_ci_ms), _interval(o.tuned_ms, o.best_ci_ms
                                                                                  if o.adopted else o.default_ci_ms),
-                     _interval(o.speedup, o.speedup_ci), "yes" if o.adopted else "no", _statuses(o.trials),
+                     search, confirmed, "yes" if o.adopted else "no", _statuses(o.trials),
                      _statuses(o.failures()), o.message))
-    return Table(("workload", "default ms [95% CI]", "tuned ms [95% CI]", "best finalist speedup [95% CI]",
-                  "adopted", "trials by status", "failures", "outcome"), tuple(rows),
-                 "Per workload; 'tuned' is the adopted config, or the default where none was adopted.")
+    return Table(("workload", "default ms [95% CI]", "tuned ms [95% CI]", "search speedup [95% CI]",
+                  "confirmed speedup [95% CI]", "adopted", "trials by status", "failures", "outcome"), tuple(rows),
+                 "Per workload; 'tuned' is the adopted config, or the default where none was adopted. 'search' is "
+                 "the best finalist re-measured beside the default after the search; 'confirmed' is the same config "
+                 "deployed through jax.jit in fresh processes, timed interleaved with the default until the decision "
+                 "was clear (tuning/confirmation.py): the figure adoption and the geometric means use.")
 
 
 def _convergence(outcomes: tuple[Outcome, ...], forms: tuple[str, ...]) -> list[Figure]:

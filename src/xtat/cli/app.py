@@ -49,6 +49,10 @@ def tune(
                                    "the Pareto front over them is shown."),
     learn_from: Optional[list[Path]] = typer.Option(None, "--learn-from", help="Another store whose workloads' "
                                                      "trials the model strategy also learns from (repeatable)."),
+    confirm_time: float = typer.Option(120.0, "--confirm-time", help="Most seconds the confirmation of a winner "
+                                       "(deployed through jax.jit in fresh processes) may take adding rounds."),
+    adopt_under_load: bool = typer.Option(False, help="Adopt a winner confirmed while other processes loaded "
+                                          "the machine (by default it is reported as load-dependent)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
@@ -64,7 +68,8 @@ def tune(
                                 options=names(options) if options else None,
                                 stages=names(stages),
                                 formulation=formulation, strategy=strategy,
-                                objectives=names(objectives), learn_from=tuple(map(str, learn_from or ())))
+                                objectives=names(objectives), learn_from=tuple(map(str, learn_from or ())),
+                                confirm_time_s=confirm_time, adopt_under_load=adopt_under_load)
     except UserError as exc:
         _fail(str(exc))
     failures = 0
@@ -225,10 +230,12 @@ def import_(path: Path = typer.Argument(..., help="JSON file written by `xtat ex
         _fail(f"{path} is not valid JSON ({exc}); nothing was imported")
     store = _open(db, read_only=False)
     try:
-        counts = store.import_(document, prefer_imported=prefer_imported)
+        report = store.import_(document, prefer_imported=prefer_imported)
     except UserError as exc:
         _fail(str(exc))
-    console.print(f"imported {counts}")
+    console.print(f"imported {report.added}")
+    for line in report.skipped:
+        console.print(f"skipped: {line}")
 
 
 @app.command()

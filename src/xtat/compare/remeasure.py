@@ -5,13 +5,13 @@ a tiny workload's timings differ by tens of percent from moment to moment: the
 maximum over hundreds of them is mostly luck, and a target set by it says little
 about which strategy found what. So after the runs, every config that was some run's
 incumbent (its fastest verified config after some trial) is measured again,
-interleaved with the default round by round in fresh workers, the way the tuner
-adopts (`xtat.tuning.side_by_side`). The curves then show, after each trial, the
+interleaved with the default round by round, each incumbent with its own default in
+its own fresh worker (`xtat.tuning.side_by_side`). The curves then show, after each trial, the
 re-measured speedup of what the run would return if stopped there.
 
 The result is kept in `DIR/<workload>/remeasured.json`; the same command reads it
 back while it covers every incumbent of that workload's runs, and measures all of
-them again (one session, one default) when a run added a new one.
+them again when a run added a new one.
 """
 
 from __future__ import annotations
@@ -53,10 +53,14 @@ def remeasure(workload: Workload, runs: list[RunRecord], folder: Path, settings:
     from xtat.workload import capture
 
     captured = capture(workload)
+    speedups = {}
     with open_session(captured, settings, verify_inputs=False, prefix="xtat-remeasure-") as session:
-        measured = side_by_side(session, make_stages(), {key: json.loads(key) for key in keys}, settings)
-    speedups = {key: {"error": m.error} if m.error else {"speedup": m.speedup, "speedup_ci": list(m.speedup_ci)}
-                for key, m in measured.configs.items()}  # type: ignore[arg-type]
+        for key in keys:
+            # Each incumbent beside its own default in its own fresh worker: builds that share a
+            # process inherit its history (allocator, caches), which overstated speedups here.
+            m = side_by_side(session, make_stages(), {key: json.loads(key)}, settings).configs[key]
+            speedups[key] = {"error": m.error} if m.error else {"speedup": m.speedup,
+                                                                  "speedup_ci": list(m.speedup_ci)}
     document = {"format": FORMAT, "settings": _settings(settings), "speedups": speedups}
     partial = path.with_suffix(".json.partial")
     partial.write_text(json.dumps(document, indent=1))

@@ -1,6 +1,7 @@
 """TEST-ONLY fault injection for worker processes.
 
-Enabled only by the environment variable XTAT_FAULT, so that tests can make
+Enabled only by the environment variable XTAT_FAULT, together with the test
+switch XTAT_TEST_HOOKS=1 (`xtat.test_hooks`), so that tests can make
 a chosen candidate crash, hang or lie with real processes:
 
     XTAT_FAULT="<who>:<phase>:<kind>[;...]"
@@ -28,12 +29,14 @@ import time
 
 import numpy as np
 
+from xtat.test_hooks import hook
+
 KINDS = ("segfault", "abort", "hang", "hang_hard", "raise", "oom", "exit", "slow", "wrong", "flaky", "nan", "inf",
          "lazy")
 
 
 def _rules() -> list[tuple[str, str, str]]:
-    spec = os.environ.get("XTAT_FAULT", "")
+    spec = hook("XTAT_FAULT")
     rules = []
     for part in filter(None, spec.split(";")):
         who, phase, kind = part.split(":")

@@ -200,6 +200,9 @@ class Pool:
         self._workers[env] = worker
         return worker
 
+    def pids(self) -> list[int]:
+        return [worker.process.pid for worker in self._workers.values() if worker.alive()]
+
     def discard(self, env: WorkerEnv = WorkerEnv()) -> None:
         worker = self._workers.pop(env, None)
         if worker is not None:

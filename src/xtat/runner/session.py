@@ -21,6 +21,7 @@ import numpy as np
 
 from xtat.errors import UserError
 from xtat.runner.pool import Pool, WorkerEnv, WorkerFailure, WorkerProcess
+from xtat.runner.verify import Budget
 from xtat.stages.base import Candidate
 
 DEFAULT_ID = "default"
@@ -44,6 +45,7 @@ class Session:
         self.has_verify_inputs = verify_inputs is not None
         self.compile_deadline_s = startup_deadline_s
         self.measure_deadline_s = startup_deadline_s
+        self.budget = Budget()  # verification budget, calibrated with the reference
 
     # -- deadlines --------------------------------------------------------------
 
@@ -80,6 +82,10 @@ class Session:
                 self._prepare_reference(worker)
         return worker, started
 
+    def pids(self) -> list[int]:
+        """The workers' process ids (for the load monitor, which counts their CPU time as xtat's)."""
+        return self.pool.pids()
+
     def discard(self, env: tuple[tuple[str, str], ...] = ()) -> None:
         self.pool.discard(WorkerEnv(env))
 
@@ -96,6 +102,7 @@ class Session:
             reply = worker.request("reference_outputs", deadline, id=DEFAULT_ID)
             if not reply.get("ok"):
                 raise UserError(f"the workload fails to run under the default compile: {reply.get('error')}")
+            self.budget = Budget.from_json(reply.get("budget"))
             worker.request("release", deadline, ids=[DEFAULT_ID])
         except WorkerFailure as failure:
             raise UserError(
@@ -129,31 +136,53 @@ class Session:
 
     # -- interleaved timing across workers -----------------------------------------
 
-    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int, timing: dict) -> dict[str, list[float]]:
-        """Compile each build in a fresh worker for its environment, then time them
-        round-robin (ABCABC...). Returns samples per build id; builds that fail to
-        compile are left out."""
+    def place(self, builds: list[tuple[str, Candidate]], timing: dict, deploy_tolerance: dict | None = None
+              ) -> tuple[list[tuple[str, WorkerProcess]], dict[str, int], dict[str, str]]:
+        """Build each candidate in a fresh worker for its environment (one per environment) and
+        calibrate its inner repeats. With `deploy_tolerance` builds go through the deploy path
+        (`jax.jit(..., compiler_options=...)`, outputs verified) instead of lower().compile().
+        Returns the placed (id, worker) pairs, inner repeats by id, and why the others failed."""
         workers: dict[tuple, WorkerProcess] = {}
         placed: list[tuple[str, WorkerProcess]] = []
+        failed: dict[str, str] = {}
         for id, candidate in builds:
             if candidate.env not in workers:
                 workers[candidate.env] = self.worker(candidate.env, fresh=True)
             worker = workers[candidate.env]
-            if self.compile(worker, id, candidate, is_default=id == DEFAULT_ID).get("ok"):
+            if deploy_tolerance is None:
+                reply = self.compile(worker, id, candidate, is_default=id == DEFAULT_ID)
+            else:
+                reply = worker.request("deploy", self.compile_deadline_s, id=id, program=self.program_file(candidate),
+                                       options=candidate.compile_options, tolerance=deploy_tolerance,
+                                       is_default=id == DEFAULT_ID)
+            if reply.get("ok"):
                 placed.append((id, worker))
+            else:
+                failed[id] = f"{reply.get('status')}: {reply.get('error')}"
         inner = {id: worker.request("calibrate", self.measure_deadline_s, id=id, timing=timing)["inner"]
                  for id, worker in placed}
+        return placed, inner, failed
+
+    def sample_round(self, placed: list[tuple[str, WorkerProcess]], inner: dict[str, int],
+                     shuffle: Callable[[list], None]) -> dict[str, float]:
+        """One sample of each placed build, in a new order: whichever build goes first in a round
+        can be systematically slower or faster (measured: 92 of 100 runs biased between two
+        identical builds with a fixed order), and that must not decide adoption."""
+        order = list(placed)
+        shuffle(order)
+        return {id: worker.request("sample", self.measure_deadline_s, id=id, inner=inner[id])["seconds"]
+                for id, worker in order}
+
+    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int, timing: dict) -> dict[str, list[float]]:
+        """Compile each build in a fresh worker for its environment, then time them
+        round-robin (ABCABC...). Returns samples per build id; builds that fail to
+        compile are left out."""
+        placed, inner, _ = self.place(builds, timing)
         samples: dict[str, list[float]] = {id: [] for id, _ in placed}
-        # A new order every round: whichever build goes first in a round can be
-        # systematically slower or faster (measured: 92 of 100 runs biased between
-        # two identical builds with a fixed order), and that must not decide adoption.
         shuffle = random.Random(timing.get("seed", 0)).shuffle
         for _ in range(rounds):
-            order = list(placed)
-            shuffle(order)
-            for id, worker in order:
-                reply = worker.request("sample", self.measure_deadline_s, id=id, inner=inner[id])
-                samples[id].append(reply["seconds"])
+            for id, seconds in self.sample_round(placed, inner, shuffle).items():
+                samples[id].append(seconds)
         return samples
 
     def close(self) -> None:

@@ -76,8 +76,9 @@ def median_ci(samples: list[float], seed: int = 0, confidence: float = 0.95) -> 
     return median, float(min(low, median)), float(max(high, median))
 
 
-def speedup_ci(baseline: list[float], candidate: list[float], seed: int = 0) -> tuple[float, float, float]:
-    """Speedup of candidate over baseline from interleaved rounds, with a 95% interval.
+def speedup_ci(baseline: list[float], candidate: list[float], seed: int = 0,
+               confidence: float = 0.95) -> tuple[float, float, float]:
+    """Speedup of candidate over baseline from interleaved rounds, with a 95% (`confidence`) interval.
 
     Rounds are paired, so the ratio per round cancels slow drift of the
     machine. The interval is the exact distribution-free one for the median
@@ -92,7 +93,7 @@ def speedup_ci(baseline: list[float], candidate: list[float], seed: int = 0) -> 
     median = float(np.median(ratios))
     if len(ratios) < 2:
         return median, median, median
-    interval = quantile_test(ratios, q=median, p=0.5).confidence_interval(0.95)
+    interval = quantile_test(ratios, q=median, p=0.5).confidence_interval(confidence)
     low = float(interval.low) if np.isfinite(interval.low) else float(np.min(ratios))
     high = float(interval.high) if np.isfinite(interval.high) else float(np.max(ratios))
     return median, min(low, median), max(high, median)

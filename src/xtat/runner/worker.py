@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 INPUT_SETS = ("main", "verify")
+BUDGET_FILE = "budget.json"
 COMPILE_CACHE_SIZE = 4
 
 
@@ -35,6 +36,8 @@ class Worker:
         self.folder: Path | None = None
         self.inputs: dict[str, tuple[tuple, dict]] = {}
         self.reference: dict[str, list[np.ndarray]] = {}
+        self.pristine: dict[str, list[np.ndarray]] = {}  # host copies of the inputs, to detect writes into them
+        self.budget: dict = {}  # verify.Budget as JSON: what a chaotic output may move (calibrated once)
         self.built: dict[str, object] = {}
         # Compile cache: recent builds by (program, options), kept after `release`, so a
         # config compiled before in this worker (the default after its reference run, a
@@ -56,12 +59,17 @@ class Worker:
             path = self.folder / f"inputs_{name}.npz"
             if path.exists():
                 with np.load(path, allow_pickle=False) as data:
-                    leaves = [jax.device_put(data[f"arr_{i}"]) for i in range(len(data.files))]
+                    self.pristine[name] = [data[f"arr_{i}"] for i in range(len(data.files))]
+                # Copies on the device: on CPU device_put may share the numpy array's memory.
+                leaves = [jax.device_put(np.array(x, copy=True)) for x in self.pristine[name]]
                 self.inputs[name] = (tuple(leaves), {})  # the exported program takes flat leaves
             ref = self.folder / f"reference_{name}.npz"
             if ref.exists():
                 with np.load(ref, allow_pickle=False) as data:
                     self.reference[name] = [data[f"arr_{i}"] for i in range(len(data.files))]
+        budget = self.folder / BUDGET_FILE
+        if budget.exists():
+            self.budget = json.loads(budget.read_text())
         return {"ok": True, "input_sets": sorted(self.inputs), "has_reference": sorted(self.reference)}
 
     def _program(self, name: str):
@@ -102,6 +110,33 @@ class Worker:
         return {"ok": True, "compile_s": built.compile_s, "exe_hash": built.exe_hash, "metrics": metrics,
                 "cached": cached}
 
+    def deploy(self, id: str, program: str, options: dict, tolerance: dict, is_default: bool = False) -> dict:
+        """Build the way `xtat.jit` and a preset deploy: `jax.jit(program, compiler_options=options)`,
+        compiled by its first call and called through jax's own dispatch; then verify its outputs."""
+        import jax
+
+        from xtat.runner import faults
+
+        args, kwargs = self.inputs["main"]
+        start = time.perf_counter()
+        try:
+            faults.inject(id, "compile", is_default)
+            jitted = jax.jit(self._program(program).call, compiler_options=options or None)
+            jax.block_until_ready(jitted(*args, **kwargs))
+        except Exception as exc:
+            return {"ok": False, "status": "oom" if _is_oom(exc) else "compile_error", "error": _error_text(exc)}
+        self.built[id] = _Deployed(jitted)
+        self.slowdown_s[id] = faults.slowdown_s(id)
+        if faults.is_lazy(id):
+            self.lazy[id] = None
+        try:
+            check = self._check(id, "main", tolerance)
+        except Exception as exc:
+            return {"ok": False, "status": "oom" if _is_oom(exc) else "run_error", "error": _error_text(exc)}
+        if not check["verified"]:
+            return {"ok": False, "status": "wrong_result", "error": check["mismatch"], **check}
+        return {"ok": True, "compile_s": time.perf_counter() - start}
+
     def _call(self, id: str, input_set: str):
         import jax
 
@@ -125,26 +160,61 @@ class Worker:
         self.checks[id] = self.checks.get(id, -1) + 1
         return faults.corrupted(outputs, id, phase, self.checks[id])
 
-    def reference_outputs(self, id: str) -> dict:
-        """Run the default build on every input set and keep its outputs as the reference."""
+    def reference_outputs(self, id: str, calibrate: bool = True) -> dict:
+        """Run the default build on every input set and keep its outputs as the reference; then
+        calibrate the verification budget from runs on one-ulp-perturbed inputs (`verify.calibrate`)."""
+        import jax
+
+        from xtat.runner.verify import CALIBRATION_RUNS, Tolerance, calibrate as calibrate_budget, compare, perturbed
+
         assert self.folder is not None
         for name in self.inputs:
             outputs = self._outputs(id, name)
             self.reference[name] = outputs
             np.savez(self.folder / f"reference_{name}.npz", *outputs)
-        return {"ok": True}
+        if not calibrate:
+            return {"ok": True, "budget": self.budget}
+        runs = []
+        for name, (args, _) in self.inputs.items():
+            for seed in range(CALIBRATION_RUNS):
+                moved = [jax.device_put(x) for x in perturbed([np.asarray(a) for a in args], seed)]
+                outputs = [np.asarray(leaf) for leaf in jax.tree.leaves(
+                    jax.block_until_ready(self.built[id].compiled(*moved)))]
+                runs.append(compare(outputs, self.reference[name], Tolerance()))
+        self.budget = calibrate_budget(runs, len(self.reference["main"])).to_json()
+        (self.folder / BUDGET_FILE).write_text(json.dumps(self.budget))
+        return {"ok": True, "budget": self.budget}
 
     def _check(self, id: str, input_set: str, tolerance: dict, phase: str | None = None) -> dict:
-        from xtat.runner.verify import Tolerance, compare
+        from xtat.runner.verify import Budget, Tolerance, compare
 
         phase = phase or ("verify" if input_set == "verify" else "run")
-        result = compare(self._outputs(id, input_set, phase), self.reference[input_set], Tolerance(**tolerance))
+        outputs = self._outputs(id, input_set, phase)
+        self._inputs_intact(input_set)
+        result = compare(outputs, self.reference[input_set], Tolerance(**tolerance), Budget.from_json(self.budget))
         return {
             "verified": result.ok,
             "max_abs_err": _finite_or_none(result.max_abs_err),
             "max_rel_err": _finite_or_none(result.max_rel_err),
             "mismatch": result.message,
+            "mismatches": [m.to_json() for m in result.mismatches],
+            # how close it came: what the policy's thresholds are chosen from (benchmarks/verification_sweep.py)
+            "closest": {"excess": max((st.excess for st in result.stats.values()), default=0.0),
+                        "spread": max((st.spread for st in result.stats.values()), default=0.0),
+                        "norm": max((st.norm for st in result.stats.values()), default=0.0)},
         }
+
+    def _inputs_intact(self, input_set: str) -> None:
+        """A build that writes into its argument buffers (seen with copy-insertion switched off)
+        would corrupt every later measurement in this worker: refuse it and restore the inputs."""
+        import jax
+
+        args, _ = self.inputs[input_set]
+        if all(np.array_equal(np.asarray(leaf), copy, equal_nan=copy.dtype.kind in "fc")
+               for leaf, copy in zip(args, self.pristine[input_set])):
+            return
+        self.inputs[input_set] = (tuple(jax.device_put(np.array(x, copy=True)) for x in self.pristine[input_set]), {})
+        raise RuntimeError("the build wrote into its input buffers (they changed while it ran); inputs restored")
 
     def measure(self, id: str, tolerance: dict, timing: dict, is_default: bool = False,
                 race: dict | None = None) -> dict:
@@ -216,6 +286,13 @@ class Worker:
         for id in ids:
             self.built.pop(id, None)
         return {"ok": True}
+
+
+class _Deployed:
+    """A deployed build: called as jax.jit is, so `compiled` is the jitted function itself."""
+
+    def __init__(self, jitted) -> None:
+        self.compiled = jitted
 
 
 def _finite_or_none(value: float) -> float | None:

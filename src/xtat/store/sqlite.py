@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from xtat.errors import StoreError
+from xtat.test_hooks import hook
 
 SCHEMA_VERSION = 2  # 2: trials.metrics, machine table
 APPLICATION = "xtat"
@@ -212,12 +213,14 @@ class Store:
         else:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
+                if not path.exists():  # tuning records are the owner's: created readable by the owner only
+                    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
                 con = sqlite3.connect(path, timeout=30)
                 con.execute("PRAGMA journal_mode=WAL")
                 con.execute("PRAGMA busy_timeout=30000")
                 con.execute("PRAGMA foreign_keys=ON")
-                if os.environ.get("XTAT_TEST_MAX_PAGES"):  # TEST-ONLY: simulate a full disk
-                    con.execute(f"PRAGMA max_page_count={int(os.environ['XTAT_TEST_MAX_PAGES'])}")
+                if hook("XTAT_TEST_MAX_PAGES"):  # TEST-ONLY: simulate a full disk
+                    con.execute(f"PRAGMA max_page_count={int(hook('XTAT_TEST_MAX_PAGES'))}")
                 with con:
                     con.execute("BEGIN IMMEDIATE")
                     version = _schema_version(con)
@@ -462,7 +465,7 @@ class Store:
             })
         return out
 
-    def import_(self, document: dict, prefer_imported: bool = False) -> dict[str, int]:
+    def import_(self, document: dict, prefer_imported: bool = False) -> "ImportReport":
         """Insert what is new; validated and vetted whole before the single write transaction.
 
         Imported results never replace a decision made here unless `prefer_imported`."""
@@ -470,8 +473,12 @@ class Store:
 
         workloads = validate_export(document)
         counts = {"workloads": 0, "trials": 0, "results": 0}
+        skipped: list[str] = []
         with self._write() as con:
             for w in workloads:
+                local = con.execute(
+                    "SELECT count(*) FROM results r JOIN workloads w ON r.workload_id = w.id WHERE w.fingerprint=? "
+                    "AND coalesce(json_extract(r.detail, '$.imported'), 0) = 0", (w["fingerprint"],)).fetchone()[0]
                 cur = con.execute(
                     "INSERT OR IGNORE INTO workloads (fingerprint, program, name, env, info, created_at) "
                     "VALUES (?,?,?,?,?,?)",
@@ -481,6 +488,7 @@ class Store:
                 counts["workloads"] += cur.rowcount
                 workload_id = con.execute("SELECT id FROM workloads WHERE fingerprint=?",
                                           (w["fingerprint"],)).fetchone()[0]
+                present = 0
                 for t in w["trials"]:
                     cur = con.execute(
                         "INSERT OR IGNORE INTO trials (workload_id, config_key, config, status, error, compile_s, "
@@ -494,8 +502,17 @@ class Store:
                          json.dumps(t["metrics"]) if t.get("metrics") else None),
                     )
                     counts["trials"] += cur.rowcount
+                    present += 1 - cur.rowcount
+                if present:
+                    skipped.append(f"{w['name']}: {present} trial(s) already recorded here, kept as they are")
                 known = {row[0] for row in con.execute("SELECT created_at FROM results WHERE workload_id=?",
                                                         (workload_id,))}
+                recorded = sum(r["created_at"] in known for r in w["results"])
+                if recorded:
+                    skipped.append(f"{w['name']}: {recorded} result(s) already recorded here")
+                if local and not prefer_imported and len(w["results"]) > recorded:
+                    skipped.append(f"{w['name']}: imported result(s) added but not in force: this store's own "
+                                   "decision stands (--prefer-imported lets them replace it)")
                 for r in w["results"]:
                     if r["created_at"] in known:
                         continue
@@ -515,7 +532,13 @@ class Store:
                          json.dumps(detail), r["created_at"]),
                     )
                     counts["results"] += 1
-        return counts
+        return ImportReport(counts, tuple(skipped))
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    added: dict[str, int]  # rows written, by table
+    skipped: tuple[str, ...]  # what was not written or is not in force, and why
 
 
 def _trial_json(t: Trial) -> dict:

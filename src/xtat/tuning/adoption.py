@@ -11,6 +11,7 @@ from xtat.runner.session import Session
 from xtat.space.space import config_id
 from xtat.stages.base import Candidate, concretize
 from xtat.store.sqlite import Store
+from xtat.tuning.confirmation import Confirmation, Verdict, confirm
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
 from xtat.workload import Capture
@@ -23,7 +24,7 @@ def outcome(base: dict, best: dict | None, adopted: bool, message: str, finalist
     return {**base, "best_ms": best["median_s"] * 1e3, "best_ci_ms": [x * 1e3 for x in best["ci_s"]],
             "speedup": best["speedup"], "speedup_ci": list(best["speedup_ci"]), "adopted": adopted,
             "best_config": best["config"] if adopted else {}, "finalists": finalists, "message": message,
-            "no_ops": [], "notes": []}
+            "no_ops": [], "notes": [], "confirmation": best.get("confirmation", {})}
 
 
 def finalize(captured: Capture, store: Store, session: Session, workload_id: int, settings: TuneSettings,
@@ -69,25 +70,57 @@ def finalize(captured: Capture, store: Store, session: Session, workload_id: int
     measured.sort(key=lambda m: -m["speedup"])
 
     for m in measured:
-        if m["speedup_ci"][0] <= 1.0 + settings.tie_margin:
+        if m["speedup"] <= 1.0 + settings.tie_margin:
             continue  # not faster, or a tie
+        candidate = concretize(stages, m["config"])
         if captured.verify_inputs is not None:
-            check = verify_on_second_inputs(session, concretize(stages, m["config"]), m, settings)
+            check = verify_on_second_inputs(session, candidate, m, settings)
             m["verified_on_second_inputs"] = bool(check.get("ok"))
             if not check.get("ok"):
                 reason = check.get("mismatch") or check.get("error")
                 store.demote_trial(m["trial"], f"failed re-verification on make_inputs(1): {reason}")
                 continue
-        return outcome(base, m, True, f"adopted: {m['speedup']:.3f}x faster than the default", measured), spent
+        # One confirmation per run: its error rate is the run's.
+        confirmed = confirm(session, candidate, config_id(m["config"]), settings)
+        spent = time.perf_counter() - start
+        m.update(search_speedup=m["speedup"], search_speedup_ci=m["speedup_ci"],
+                 confirmation=confirmed.to_json())
+        if confirmed.verdict is not Verdict.FAILED:
+            m.update(speedup=confirmed.speedup, speedup_ci=list(confirmed.speedup_ci),
+                     median_s=confirmed.candidate_s, ci_s=list(confirmed.candidate_ci_s))
+            base.update(default_ms=confirmed.default_s * 1e3,
+                        default_ci_ms=[x * 1e3 for x in confirmed.default_ci_s])
+        adopted, message = judge(confirmed, settings)
+        return outcome(base, m, adopted, message, measured), spent
     top = measured[0] if measured else None
     demoted = sum(m.get("verified_on_second_inputs") is False for m in measured)
-    tie = top is not None and top["speedup_ci"][0] > 1.0 and not demoted
     if demoted:
         message = f"no significant improvement: {demoted} faster finalist(s) failed re-verification and were demoted"
     else:
-        message = "a tie: faster, but by less than the tie margin" if tie else "no significant improvement"
+        message = "no significant improvement"
     message += ": the default stays"
     return outcome(base, top, False, message, measured), spent
+
+
+def judge(confirmed: Confirmation, settings: TuneSettings) -> tuple[bool, str]:
+    """Adopt or not on the confirmation, and the message that says why."""
+    figure = f"{confirmed.speedup:.3f}x [{confirmed.speedup_ci[0]:.3f}, {confirmed.speedup_ci[1]:.3f}]"
+    where = f"through jax.jit in fresh processes, {confirmed.rounds} interleaved rounds"
+    if confirmed.verdict is Verdict.FAILED:
+        return False, f"no significant improvement: confirmation failed ({confirmed.error}): the default stays"
+    if confirmed.verdict is Verdict.FASTER:
+        if confirmed.load_dependent and confirmed.load is not None:
+            if not settings.adopt_under_load:
+                return False, (f"not adopted: {figure} faster {where}, but load-dependent: "
+                               f"{confirmed.load.describe()} (--adopt-under-load adopts it): the default stays")
+            return True, f"adopted under load: {figure} faster {where}; {confirmed.load.describe()}"
+        return True, f"adopted: {figure} faster than the default, confirmed {where}"
+    if confirmed.verdict is Verdict.NOT_FASTER:
+        tie = confirmed.speedup_ci[0] > 1.0
+        return False, (f"{'a tie: faster, but by less than the tie margin' if tie else 'no significant improvement'}"
+                       f": {figure} {where}: the default stays")
+    return False, (f"no significant improvement: confirmation inconclusive, {figure} {where} (the interval "
+                   f"straddles {1 + settings.tie_margin:g}; a longer --confirm-time may settle it): the default stays")
 
 
 def verify_on_second_inputs(session: Session, candidate: Candidate, finalist: dict,

@@ -57,6 +57,8 @@ def measure(store: Store, session: Session, workload_id: int, run_id: int, confi
         worker.request("release", session.compile_deadline_s, ids=[cid])
         if not reply.get("ok"):
             discard_after_oom(session, candidate, reply)
+            if reply.get("mismatches"):  # which rule failed, where and by how much
+                metrics["mismatches"] = reply["mismatches"]
             return finish(reply["status"], error=reply.get("error"), compile_s=compile_s, exe_hash=exe_hash,
                           max_abs_err=reply.get("max_abs_err"), max_rel_err=reply.get("max_rel_err"),
                           metrics=metrics), spent

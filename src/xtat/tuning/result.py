@@ -43,6 +43,9 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)  # e.g. why a stage was left out
     pareto: list[dict] = field(default_factory=list)  # with --objectives beyond time: the non-dominated trials
     history: list[TrialEvent] = field(default_factory=list)  # this run's configs in the order considered
+    # The winner deployed through jax.jit in fresh processes (tuning.confirmation); empty when none was.
+    confirmation: dict = field(default_factory=dict)
+    search_load: dict = field(default_factory=dict)  # the machine's load during the search (runner.load)
 
     def to_json(self) -> dict:
         return {
@@ -53,5 +56,6 @@ class TuneResult:
             "trials": self.trials, "best_config": self.best_config, "new_trials": self.new_trials,
             "message": self.message, "wall_s": self.wall_s, "worker_s": self.worker_s, "db": self.db,
             "finalists": self.finalists, "no_ops": self.no_ops, "notes": self.notes, "pareto": self.pareto,
-            "history": [asdict(event) for event in self.history],
+            "history": [asdict(event) for event in self.history], "confirmation": self.confirmation,
+            "search_load": self.search_load,
         }

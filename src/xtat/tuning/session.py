@@ -3,6 +3,7 @@ workers that build and time candidates of one captured workload."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -48,7 +49,9 @@ def open_session(captured: Capture, settings: TuneSettings, *, verify_inputs: bo
                  prefix: str = "xtat-run-") -> Iterator[Session]:
     """Workers for `captured` in a private folder; every worker stops and the folder goes on exit.
     Without `verify_inputs` the second input set is not sent (nothing will be re-verified)."""
+    remove_abandoned_folders()
     folder = Path(tempfile.mkdtemp(prefix=prefix))
+    (folder / OWNER_FILE).write_text(str(os.getpid()))
     session = Session(folder, captured.exported, captured.inputs,
                       captured.verify_inputs if verify_inputs else None, rewritten_exporter(captured.workload),
                       settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
@@ -57,3 +60,24 @@ def open_session(captured: Capture, settings: TuneSettings, *, verify_inputs: bo
     finally:
         session.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+OWNER_FILE = "owner.pid"
+
+
+def remove_abandoned_folders() -> None:
+    """Remove the run folders of killed runs (their owner process is gone): a SIGKILLed tuner
+    cannot clean up after itself, so the next run does. Only folders with an owner file,
+    which only `open_session` writes, and only this user's, are touched."""
+    for owner in Path(tempfile.gettempdir()).glob(f"xtat-*/{OWNER_FILE}"):
+        try:
+            if owner.stat().st_uid != os.getuid():
+                continue
+            pid = int(owner.read_text() or 0)
+            if pid == os.getpid():
+                continue
+            os.kill(pid, 0)  # alive (or not ours to signal): leave it
+        except ProcessLookupError:
+            shutil.rmtree(owner.parent, ignore_errors=True)
+        except (OSError, ValueError):
+            continue

@@ -32,6 +32,16 @@ class TuneSettings:
     tie_margin: float = 0.02
     impossible_speedup: float = 50.0  # a candidate this much faster than the default is not trusted
     rounds: int = 21  # interleaved rounds when re-measuring finalists
+    # Confirmation (tuning.confirmation): looks of `rounds` rounds each, through the deploy path,
+    # until the speedup's interval clears or falls below 1 + tie_margin, at most this many looks
+    # or this long; a sample lasts at least confirm_min_sample_s (longer samples spread less).
+    confirm_looks: int = 6
+    confirm_time_s: float = 120.0
+    confirm_min_sample_s: float = 0.05
+    # A confirmation during which other processes used this many cores on average is load-dependent:
+    # not adopted unless adopt_under_load.
+    load_threshold_cores: float = 0.25
+    adopt_under_load: bool = False
     min_sample_s: float = 0.02
     samples: int = 7
     deadline_factor: float = 10.0  # deadlines are this multiple of the default's times
@@ -57,6 +67,8 @@ class TuneSettings:
             raise UserError("--allow-numerics-change needs a tolerance: pass --rtol and/or --atol")
         if self.samples < 3 or self.rounds < 3:
             raise UserError("samples and rounds must be at least 3")
+        if self.confirm_looks < 1 or self.confirm_time_s <= 0:
+            raise UserError("--confirm-time must be positive and confirm_looks at least 1")
         unknown = [s for s in self.stages if s not in STAGE_ORDER]
         if unknown or not self.stages:
             raise UserError(f"--stages {list(self.stages)}: choose one or more of {', '.join(STAGE_ORDER)}")

@@ -1,0 +1,104 @@
+"""Which configs the verification policy rejects: every curated codegen option value that does
+not relax numerics (and, with --passes, every discovered pass that the passes stage
+may switch off, switched off) on suite workloads.
+
+    .venv/bin/python benchmarks/verification_sweep.py [--passes] [--out FILE.json] SPEC...
+
+SPEC is a suite workload (`nuts-logistic/train`), `suite` (every train and inference
+step) or `mcmc` (the four Bayesian workloads, both forms). Each config is compiled in a
+worker and checked against the default's outputs on both input sets, exactly as the tuner
+checks a candidate (no timing). A config that does not compile is counted apart. Run it
+with PYTHONPATH pointing at an older checkout to count what an older policy rejected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+
+from xtat.runner.pool import WorkerFailure
+from xtat.space.curated import BY_PLATFORM
+from xtat.stages.base import Candidate, concretize
+from xtat.stages.passes import SAFE
+from xtat.suite import FORMS, entries, suite_workload
+from xtat.tuning.session import make_stages, open_session
+from xtat.tuning.settings import TuneSettings
+from xtat.workload import capture
+
+MCMC = ("hmc-logistic", "nuts-logistic", "eight-schools", "gaussian-mixture")
+
+
+def codegen_configs() -> list[dict]:
+    return [{"codegen": {option.name: value}} for option in BY_PLATFORM["cpu"] if not option.relaxes_numerics
+            for value in option.values]
+
+
+def sweep(spec: str, passes: bool) -> dict:
+    captured = capture(suite_workload(spec))
+    stages = make_stages()
+    rows = []
+    with open_session(captured, TuneSettings()) as session:
+        worker = session.worker()
+        configs = codegen_configs()
+        if passes:
+            # The passes the passes stage offers: those that ran, of the ones it may switch off.
+            configs += [{"passes": {name: True}} for name in session.passes_that_ran(Candidate()) if name in SAFE]
+        for number, config in enumerate(configs):
+            candidate = concretize(stages, config)
+            row: dict = {"config": config}
+            try:
+                built = session.compile(worker, f"c{number}", candidate)
+                if not built.get("ok"):
+                    row.update(status=built["status"], error=built.get("error", "")[:300])
+                else:
+                    replies = [worker.request("verify", session.measure_deadline_s, id=f"c{number}", input_set=name,
+                                              tolerance={}) for name in ("main", "verify")]
+                    worker.request("release", session.compile_deadline_s, ids=[f"c{number}"])
+                    failed = next((r for r in replies if not r.get("ok")), None)
+                    row.update(status="ok" if failed is None else "wrong_result",
+                               mismatch=None if failed is None else failed.get("mismatch") or failed.get("error"),
+                               rules=sorted({m["rule"] for m in (failed or {}).get("mismatches", [])}),
+                               closest={k: max(r.get("closest", {}).get(k, 0.0) for r in replies)
+                                        for k in ("excess", "spread", "norm")})
+            except WorkerFailure as failure:
+                session.discard()
+                worker = session.worker()
+                row.update(status=failure.status, error=failure.error[:300])
+            rows.append(row)
+        budget = getattr(session, "budget", None)
+    return {"workload": spec, "budget": budget.describe() if budget is not None else None, "configs": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("specs", nargs="+")
+    parser.add_argument("--passes", action="store_true", help="also switch off each discovered pass")
+    parser.add_argument("--out", help="write every row as JSON here")
+    args = parser.parse_args()
+    specs: list[str] = []
+    for spec in args.specs:
+        names = list(entries()) if spec == "suite" else list(MCMC) if spec == "mcmc" else None
+        specs += [f"{n}/{f}" for n in names for f in FORMS] if names else [spec]
+    results, started = [], time.perf_counter()
+    for spec in specs:
+        result = sweep(spec, args.passes)
+        results.append(result)
+        counts = Counter(r["status"] for r in result["configs"])
+        print(f"{spec}: {dict(sorted(counts.items()))}  budget: {result['budget']}", flush=True)
+        for row in result["configs"]:
+            if row["status"] == "wrong_result":
+                print(f"    wrong_result {json.dumps(row['config'])}: {row['mismatch']}", flush=True)
+    passed = [r["closest"] for result in results for r in result["configs"] if r["status"] == "ok" and "closest" in r]
+    if passed:  # the margins of the policy on configs it accepted
+        print("closest accepted: " + ", ".join(f"{k} {max(c[k] for c in passed):.3g}" for k in passed[0]))
+    total = Counter(r["status"] for result in results for r in result["configs"])
+    print(f"all {len(specs)} workloads: {dict(sorted(total.items()))} in {time.perf_counter() - started:.0f} s")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Confirmation: the winner deployed as production deploys it, in fresh processes, timed
+interleaved with the default, with as many rounds as the decision needs.
+
+Both builds go through `jax.jit(program, compiler_options=...)` and jax's own dispatch,
+the path `xtat.jit` and a preset take (the worker holds the exported program, not the
+user's code: the traced program is the same StableHLO). A config with runtime decisions
+runs in a process started with them, the default in one started without.
+
+The decision is a group-sequential test on the median of the per-round ratios
+default/candidate (`SequentialDesign`): after each look of `rounds` rounds, adopt when the
+interval's lower bound clears 1 + tie margin, stop when its upper bound falls below it,
+otherwise add a look, up to `max_looks` or the time cap. Each look's interval has
+confidence 1 - alpha/max_looks (Bonferroni over the looks), so when the true speedup is at
+most 1 + tie margin the chance of adopting is at most alpha, however many looks are taken;
+docs/confirmation.md has the measured rates.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass
+from enum import Enum
+
+from xtat.runner.load import Load, LoadMonitor
+from xtat.runner.pool import WorkerFailure
+from xtat.runner.session import DEFAULT_ID, Session
+from xtat.runner.timing import median_ci, speedup_ci
+from xtat.stages.base import Candidate
+from xtat.tuning.settings import TuneSettings
+
+WARMUP_ROUNDS = 2  # discarded: the first calls after a build pay for page faults and cold caches
+
+
+class Verdict(str, Enum):
+    FASTER = "faster"  # the interval lies above 1 + tie margin
+    NOT_FASTER = "not_faster"  # the interval lies below it: a tie or slower
+    INCONCLUSIVE = "inconclusive"  # the looks or the time cap ran out first
+    FAILED = "failed"  # a build or worker failed
+
+
+@dataclass(frozen=True)
+class SequentialDesign:
+    threshold: float  # 1 + tie margin
+    rounds: int = 21  # rounds per look
+    max_looks: int = 6
+    alpha: float = 0.05  # bound on adopting when the true speedup is at most `threshold`
+
+    @property
+    def confidence(self) -> float:
+        return 1.0 - self.alpha / self.max_looks
+
+    def look(self, baseline: list[float], candidate: list[float], looks: int
+             ) -> tuple[Verdict | None, tuple[float, float, float]]:
+        """The verdict after `looks` looks (None: take another), and the speedup with its interval."""
+        estimate = speedup_ci(baseline, candidate, confidence=self.confidence)
+        _, low, high = estimate
+        if low > self.threshold:
+            return Verdict.FASTER, estimate
+        if high < self.threshold:
+            return Verdict.NOT_FASTER, estimate
+        return (Verdict.INCONCLUSIVE if looks >= self.max_looks else None), estimate
+
+    def simulate(self, true_speedup: float, spread: float, runs: int, seed: int = 0) -> list[Verdict]:
+        """Verdicts of `runs` simulated confirmations, the design's operating characteristic:
+        per-round times log-normal with sd `spread` (of log time) around 1 for the default and
+        1/true_speedup for the candidate, times a drift shared by both builds of a round (the
+        machine's, which pairing cancels). Used by the tests and docs/confirmation.md."""
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        verdicts = []
+        for _ in range(runs):
+            baseline: list[float] = []
+            candidate: list[float] = []
+            looks, verdict = 0, None
+            while verdict is None:
+                drift = rng.normal(0, 0.3, self.rounds)
+                baseline += list(np.exp(drift + rng.normal(0, spread, self.rounds)))
+                candidate += list(np.exp(drift + rng.normal(0, spread, self.rounds)) / true_speedup)
+                looks += 1
+                verdict, _ = self.look(baseline, candidate, looks)
+            verdicts.append(verdict)
+        return verdicts
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    verdict: Verdict
+    speedup: float
+    speedup_ci: tuple[float, float]
+    default_s: float
+    default_ci_s: tuple[float, float]
+    candidate_s: float
+    candidate_ci_s: tuple[float, float]
+    rounds: int
+    looks: int
+    confidence: float
+    load: Load | None
+    load_dependent: bool  # others used enough of the machine to explain the difference
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["verdict"] = self.verdict.value
+        data["load"] = self.load.to_json() if self.load else None
+        return data
+
+
+def confirm(session: Session, candidate: Candidate, config_id: str, settings: TuneSettings) -> Confirmation:
+    """Deploy the default and `candidate` (its config id: `config_id`) in fresh workers and test the
+    speedup sequentially."""
+    design = SequentialDesign(1.0 + settings.tie_margin, settings.rounds, settings.confirm_looks)
+    monitor = LoadMonitor(session.pids)
+    timing = {**settings.timing, "min_sample_s": max(settings.min_sample_s, settings.confirm_min_sample_s)}
+    started = time.monotonic()
+    try:
+        placed, inner, failed = session.place([(DEFAULT_ID, Candidate()), (config_id, candidate)], timing,
+                                              deploy_tolerance=settings.tolerance)
+        if failed:
+            which, why = next(iter(failed.items()))
+            return _failed(design, monitor, f"{'the default' if which == DEFAULT_ID else 'the config'} failed to "
+                                            f"deploy: {why}")
+        shuffle = random.Random(settings.seed).shuffle
+        for _ in range(WARMUP_ROUNDS):
+            session.sample_round(placed, inner, shuffle)
+        samples: dict[str, list[float]] = {DEFAULT_ID: [], config_id: []}
+        looks, round_s = 0, 0.0
+        while True:
+            look_started = time.monotonic()
+            for _ in range(design.rounds):
+                for build, seconds in session.sample_round(placed, inner, shuffle).items():
+                    samples[build].append(seconds)
+            looks += 1
+            monitor.poll()
+            round_s = (time.monotonic() - look_started) / design.rounds
+            verdict, estimate = design.look(samples[DEFAULT_ID], samples[config_id], looks)
+            over_time = time.monotonic() - started + design.rounds * round_s > settings.confirm_time_s
+            if verdict is None and over_time:
+                verdict = Verdict.INCONCLUSIVE
+            if verdict is not None:
+                break
+    except WorkerFailure as failure:
+        session.discard(candidate.env)
+        return _failed(design, monitor, f"worker failed while confirming: {failure.status}: {failure.error}")
+    load = monitor.report()
+    median, low, high = median_ci(samples[config_id], seed=settings.seed)
+    d_median, d_low, d_high = median_ci(samples[DEFAULT_ID], seed=settings.seed)
+    speedup, s_low, s_high = estimate
+    return Confirmation(
+        verdict, speedup, (s_low, s_high), d_median, (d_low, d_high),
+        median, (low, high), len(samples[DEFAULT_ID]), looks, design.confidence, load,
+        load_dependent=load.other_cores is not None and load.other_cores >= settings.load_threshold_cores)
+
+
+def _failed(design: SequentialDesign, monitor: LoadMonitor, error: str) -> Confirmation:
+    return Confirmation(Verdict.FAILED, 1.0, (1.0, 1.0), 0.0, (0.0, 0.0), 0.0, (0.0, 0.0), 0, 0, design.confidence,
+                        monitor.report(), False, error)
