@@ -77,6 +77,18 @@ def test_the_environment_key_names_this_cpu():
     assert {"platform_version", "xla_flags", "libtpu_init_args"} <= set(env)
 
 
+def test_on_gpu_the_key_names_cuda_runtime_driver_and_cudnn():
+    """No GPU here: a stand-in for jaxlib's cuda_versions module, as on a CUDA machine."""
+    from types import SimpleNamespace
+
+    from xtat.workload import _cuda_identity
+
+    versions = SimpleNamespace(cuda_runtime_get_version=lambda: 12080, cuda_driver_get_version=lambda: 12090,
+                               cudnn_get_version=lambda: 91000)
+    assert _cuda_identity(versions) == {"cuda_runtime": "12080", "cuda_driver": "12090", "cudnn": "91000"}
+    assert _cuda_identity(None) == {"cuda_runtime": "unknown", "cuda_driver": "unknown", "cudnn": "unknown"}
+
+
 def test_record_keyed_before_the_machine_was_named_is_stale_never_applied_never_deleted(db):
     """A record from before the key named the CPU model, ISA and XLA flags: same program, older key."""
     from xtat.workload import fingerprint

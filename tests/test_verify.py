@@ -129,3 +129,48 @@ def test_a_user_tolerance_relaxes_the_element_and_norm_bounds():
 def test_one_ulp_everywhere_passes_in_every_float_dtype(dtype):
     want = np.random.default_rng(2).normal(size=500).astype(dtype)
     assert compare([np.nextafter(want, np.inf)], [want], Tolerance()).ok
+
+
+# -- end to end: a chaotic program's right answers pass, a wrong steady output still fails --
+
+def logistic_map(x0, weights):
+    """A chaotic recurrence (logistic map, r = 3.9) and a steady output beside it. The knob
+    picks how r*x*(1-x) is rounded (two right answers whose trajectories part after some
+    steps) or a wrong steady output."""
+    import jax
+    import jax.numpy as jnp
+
+    import xtat
+
+    form = xtat.knob("form", ("factored", "expanded", "wrong_steady"), "factored")
+
+    def step(x, _):
+        nxt = 3.9 * x * (1.0 - x) if form == "factored" else 3.9 * x - 3.9 * x * x
+        return nxt, nxt
+
+    _, path = jax.lax.scan(step, x0, None, length=300)
+    steady = weights * (2.0 if form != "wrong_steady" else 2.02)
+    return path, steady
+
+
+def test_a_chaotic_output_gets_a_budget_and_a_wrong_steady_output_still_fails(db):
+    import sqlite3
+
+    import xtat
+    from tiny import FAST
+
+    x0 = np.linspace(0.1, 0.9, 64, dtype=np.float32)
+    weights = np.linspace(-1, 1, 64, dtype=np.float32)
+    workload = xtat.Workload(logistic_map, (x0, weights), name="logistic-map",
+                             make_inputs=lambda seed: (np.random.default_rng(seed).uniform(0.1, 0.9, 64).astype(
+                                 np.float32), weights))
+    result = xtat.tune(workload, db=db, stages=("program",), budget=3, **FAST)
+    assert any("verification budget" in note and "output 0" in note for note in result.notes), result.notes
+    with sqlite3.connect(db) as con:
+        rows = dict(con.execute("SELECT config, status FROM trials").fetchall())
+        detail = json.loads(con.execute("SELECT detail FROM results").fetchone()[0])
+    by_form = {json.loads(config).get("program", {}).get("knob:form", "factored"): status
+               for config, status in rows.items()}
+    assert by_form["expanded"] in ("ok", "duplicate")  # the chaotic output moved, within its budget
+    assert by_form["wrong_steady"] == "wrong_result"  # the steady output keeps the default policy
+    assert detail["verification"]["leaves"][0]["outliers"] > 0 and detail["verification"]["leaves"][1]["outliers"] == 0

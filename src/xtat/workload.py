@@ -59,7 +59,7 @@ def environment_identity() -> dict[str, str]:
     The machine by name: on CPU the device kind is just "cpu", so the CPU's
     vendor, model and instruction-set extensions are added (a config tuned
     with AVX-512 code generation must not apply on an ARM host); on GPU the
-    compute capability. Also the platform version and the XLA flags in force,
+    compute capability and the CUDA runtime, driver and cuDNN versions. Also the platform version and the XLA flags in force,
     less the host device count, which is a runtime decision of its own.
     """
     from xtat.stages.runtime import HOST_DEVICES_FLAG
@@ -80,7 +80,31 @@ def environment_identity() -> dict[str, str]:
     capability = getattr(device, "compute_capability", None)
     if capability is not None:
         env["compute_capability"] = str(capability)
+    if device.platform in ("gpu", "cuda"):
+        env.update(_cuda_identity(_cuda_versions()))
     return env
+
+
+def _cuda_versions():
+    """jaxlib's CUDA version queries (a module), or None without the CUDA plugin."""
+    try:
+        from jax._src.lib import cuda_versions
+    except ImportError:
+        return None
+    return cuda_versions
+
+
+def _cuda_identity(versions) -> dict[str, str]:
+    """CUDA runtime, driver and cuDNN versions, as jax's own compilation cache keys them.
+    Not yet run on GPU hardware from this project (tests use a stand-in module)."""
+    out = {}
+    for key, query in (("cuda_runtime", "cuda_runtime_get_version"), ("cuda_driver", "cuda_driver_get_version"),
+                       ("cudnn", "cudnn_get_version")):
+        try:
+            out[key] = str(getattr(versions, query)())
+        except Exception:  # no plugin, or a query this jaxlib lacks: recorded as unknown
+            out[key] = "unknown"
+    return out
 
 
 _ISA_PREFIXES = ("sse", "avx", "fma", "f16c", "amx", "bmi", "asimd", "sve", "neon")
