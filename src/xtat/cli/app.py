@@ -143,7 +143,7 @@ def show(db: Optional[Path] = DbOption) -> None:
     store = _open(db)
     table = Table(title=str(store.path))
     for column in ("workload", "fingerprint", "trials", "default ms", "best ms", "speedup [95% CI]", "adopted",
-                   "jax", "device"):
+                   "confirmation", "jax", "device"):
         table.add_column(column)
     for w in store.workloads():
         trials = store.trials(w.id)
@@ -151,9 +151,13 @@ def show(db: Optional[Path] = DbOption) -> None:
         speedup = "-"
         if result and result.speedup:
             speedup = f"{result.speedup:.3f} [{result.speedup_low:.3f}, {result.speedup_high:.3f}]"
+        # The speedup of a run that confirmed its winner is the confirmed one (tuning/confirmation.py).
+        confirmation = (result.detail.get("summary", {}).get("confirmation") or {}) if result else {}
+        confirmed = (f"{confirmation['verdict']}, {confirmation['rounds']} rounds"
+                     + (", load-dependent" if confirmation.get("load_dependent") else "")) if confirmation else "-"
         table.add_row(w.name, w.fingerprint[:12], str(len(trials)),
                       _ms(result.default_s if result else None), _ms(result.best_s if result else None),
-                      speedup, "yes" if result and result.adopted else "no", w.env.get("jaxlib", "?"),
+                      speedup, "yes" if result and result.adopted else "no", confirmed, w.env.get("jaxlib", "?"),
                       w.env.get("device_kind", "?"))
     out.print(table)
 
