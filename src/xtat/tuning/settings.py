@@ -26,6 +26,10 @@ class TuneSettings:
     formulation: str = "joint"  # joint | staged | alternating
     strategy: str = "sweep"  # a name in xtat.search.STRATEGIES
     finalists: int = 3
+    # A config timed in the search up to this much slower than the default may still be a finalist:
+    # search timings are not interleaved, and a true 1.15x win on a convolution train step was
+    # timed slower than the default in 2 of 20 runs (benchmarks/confirmation_power.py win).
+    finalist_margin: float = 0.10
     verify_repeats: int = 3  # checks of a would-be winner on make_inputs(1); one failure demotes it
     # Speedups whose interval reaches into [1, 1 + tie_margin] are ties: two builds of the
     # same code in one worker differ by up to ~1.5% here (code and buffer placement).
