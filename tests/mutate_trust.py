@@ -20,6 +20,8 @@ M = [
     ("no spread rule", "src/xtat/runner/verify.py", "    if s.spread * s.size > max(1, math.floor(spread_allowed * s.size)):",
      "    if False:", "tests/test_verify.py"),
     ("no norm rule", "src/xtat/runner/verify.py", "    if s.norm > norm_allowed:", "    if False:", "tests/test_verify.py"),
+    ("no outlier fraction", "src/xtat/runner/verify.py", "    fraction = math.floor(bounds.outliers * s.size)",
+     "    fraction = 0", "tests/test_verify.py"),
     ("no calibration", "src/xtat/runner/verify.py", "        beyond = max(s.beyond for s in seen)", "        beyond = 0",
      "tests/test_verify.py"),
     ("calibration unbounded", "src/xtat/runner/verify.py",

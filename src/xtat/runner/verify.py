@@ -4,7 +4,9 @@ The policy (docs/verification.md has the measurements behind it):
 
 - structure, dtypes, shapes, exact (integer and bool) values, NaN and Inf
   positions must match;
-- element rule: every element within ``atol + rtol*|want| + floor*rms(leaf)``.
+- element rule: every element within ``atol + rtol*|want| + floor*rms(leaf)``,
+  but for at most 1 in 10,000 of a leaf's elements (Adam's sign flips; those
+  are held by the norm rule).
   The floor is relative to the leaf's root-mean-square, not its maximum: a
   reordered reduction or library kernel legally moves a near-zero element by a
   few ulps of the magnitudes it was summed from (Adam amplifies exactly
@@ -49,6 +51,11 @@ class Bounds:
     floor: float  # times the leaf's RMS
     norm: float  # relative error norm
     spread: float = 0.1  # fraction of elements that may use the floor (be beyond atol + rtol*|want|)
+    # Fraction of elements that may exceed the element bound at all, their error limited by the norm
+    # rule only: Adam's first steps move a parameter by +-lr whatever its gradient's size, so a
+    # near-zero gradient whose sign a reordering flips moves it by 2*lr (seen: 1-4 elements in
+    # 36864-2359296 of ResNet-18's kernels with `algsimp` off, 33-62x the bound).
+    outliers: float = 1e-4
 
 
 _BOUNDS = {
@@ -75,7 +82,7 @@ class Tolerance:
         rtol = b.rtol if self.rtol is None else self.rtol
         atol = b.atol if self.atol is None else self.atol
         # A user who relaxes the element tolerance relaxes the norm bound alike.
-        return Bounds(rtol, atol, b.floor, max(b.norm, rtol), b.spread)
+        return Bounds(rtol, atol, b.floor, max(b.norm, rtol), b.spread, b.outliers)
 
 
 @dataclass(frozen=True)
@@ -247,11 +254,13 @@ def compare(outputs: list[np.ndarray], reference: list[np.ndarray], tolerance: T
 def _judge(index: int, s: LeafStats, bounds: Bounds, allowed: LeafBudget) -> list[Mismatch]:
     out = []
     where = f"worst at {list(s.worst)}: {s.got:.7g} vs {s.want:.7g}"
-    if s.beyond > allowed.outliers:
+    fraction = math.floor(bounds.outliers * s.size)  # outliers held by the norm rule alone
+    if s.beyond > max(allowed.outliers, fraction):
         out.append(Mismatch(Rule.ELEMENT, index, f"{s.beyond} values beyond the element bound (rtol={bounds.rtol:g} "
-                            f"atol={bounds.atol:g} floor={bounds.floor:g}xRMS; {allowed.outliers} allowed), "
-                            f"{where}, {s.excess:.3g}x the bound", s.worst, float(s.beyond), float(allowed.outliers)))
-    elif s.excess > max(1.0, allowed.excess):
+                            f"atol={bounds.atol:g} floor={bounds.floor:g}xRMS; {max(allowed.outliers, fraction)} "
+                            f"allowed), {where}, {s.excess:.3g}x the bound", s.worst, float(s.beyond),
+                            float(max(allowed.outliers, fraction))))
+    elif s.beyond > fraction and s.excess > max(1.0, allowed.excess):
         out.append(Mismatch(Rule.ELEMENT, index, f"{where} is {s.excess:.3g}x the element bound "
                             f"({max(1.0, allowed.excess):.3g}x allowed)", s.worst, s.excess, allowed.excess))
     spread_allowed = max(bounds.spread, allowed.spread)
