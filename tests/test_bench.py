@@ -208,15 +208,16 @@ def synthetic_bench_result() -> BenchResult:
                {"status": "ok", "median_s": 0.008, "spent_s": 2.0})
     adopted = Outcome("synthetic-a/train", "synthetic-a", "test", "train", fingerprint="f" * 64, default_ms=10.0,
                       default_ci_ms=(9.8, 10.2), best_ms=8.0, best_ci_ms=(7.9, 8.1), speedup=1.25,
-                      speedup_ci=(1.2, 1.3), adopted=True, message="adopted", config={"program": {"d": 8}},
+                      speedup_ci=(1.2, 1.3), search_speedup=1.4, search_speedup_ci=(1.3, 1.5), adopted=True,
+                      message="adopted", config={"program": {"d": 8}},
                       trials={"crash": 1, "ok": 2}, history=history,
                       ablation={"config": {"program": {"d": 8}}, "stage_shares": {"program": 1.0},
                                 "interaction": 0.0, "variants": {"adopted": {"speedup": 1.25,
                                                                              "speedup_ci": [1.2, 1.3]}}},
                       roofline=place(peak, {"flops": 1e8, "bytes accessed": 1e7}, 0.010, 0.008)[0])
     kept = Outcome("synthetic-b/train", "synthetic-b", "test", "train", fingerprint="e" * 64, default_ms=5.0,
-                   default_ci_ms=(4.9, 5.1), best_ms=5.0, best_ci_ms=(4.9, 5.1), speedup=1.0, speedup_ci=(1.0, 1.0),
-                   message="no significant improvement", trials={"ok": 3}, history=history[:1],
+                   default_ci_ms=(4.9, 5.1), best_ms=5.0, best_ci_ms=(4.9, 5.1), speedup=1.0, speedup_ci=(0.98, 1.03),
+                   search_speedup=1.1, search_speedup_ci=(1.05, 1.2), message="no significant improvement", trials={"ok": 3}, history=history[:1],
                    roofline_left_out="1 while loop(s), whose bodies XLA's cost analysis counts once")
     failed = Outcome("synthetic-c/train", "synthetic-c", "test", "train", error="UserError: does not trace")
     outcomes = (adopted, kept, failed)
@@ -232,7 +233,10 @@ def test_bench_report_on_synthetic_result(tmp_path):
     assert [f.name for f in report.figures] == ["speedup", "convergence-train", "ablation", "roofline"]
     files = write_report(report, tmp_path)
     markdown = files.markdown.read_text()
-    assert "synthetic-c/train | - | - | - | failed" in markdown
+    assert "synthetic-c/train | - | - | - | - | failed" in markdown
+    # Search and confirmed speedups side by side; a confirmed interval that includes 1 is flagged.
+    assert "| 1.400 [1.300, 1.500] | 1.250 [1.200, 1.300] | yes |" in markdown
+    assert "| 1.100 [1.050, 1.200] | 1.000 [0.980, 1.030] (interval includes 1) | no |" in markdown
     assert "crash 1, ok 2 | crash 1 |" in markdown  # trials by status, failures by status
     assert "program 100%" in markdown and "## Failed workloads" in markdown
     assert "Largest adopted speedups: synthetic-a/train 1.250 [1.200, 1.300]" in markdown

@@ -65,7 +65,7 @@ def _workload_table(outcomes: tuple[Outcome, ...]) -> Table:
     rows = []
     for o in outcomes:
         if not o.tuned:
-            rows.append((o.name, "-", "-", "-", "failed", "-", "-", o.error or ""))
+            rows.append((o.name, "-", "-", "-", "-", "failed", "-", "-", o.error or ""))
             continue
         confirmed = "-" if o.search_speedup is None else _interval(o.speedup, o.speedup_ci) + (
             " (interval includes 1)" if o.speedup_ci and o.speedup_ci[0] <= 1.0 else "")
