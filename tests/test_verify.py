@@ -153,7 +153,6 @@ def logistic_map(x0, weights):
     picks how r*x*(1-x) is rounded (two right answers whose trajectories part after some
     steps) or a wrong steady output."""
     import jax
-    import jax.numpy as jnp
 
     import xtat
 
