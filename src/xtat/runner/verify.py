@@ -244,10 +244,11 @@ def compare(outputs: list[np.ndarray], reference: list[np.ndarray], tolerance: T
             mismatches.append(Mismatch(Rule.INF, index, "Inf at other positions or of other sign"))
             worst_abs = worst_rel = math.inf
             continue
-        s = leaf_stats(got, want, tolerance.bounds(want.dtype))
+        bounds = tolerance.bounds(want.dtype)
+        s = leaf_stats(got, want, bounds)
         stats[index] = s
         worst_abs, worst_rel = max(worst_abs, s.max_abs), max(worst_rel, s.max_rel)
-        mismatches += _judge(index, s, tolerance.bounds(want.dtype), budget.leaf(index))
+        mismatches += _judge(index, s, bounds, budget.leaf(index))
     return Comparison(not mismatches, worst_abs, worst_rel, tuple(mismatches), stats)
 
 
