@@ -56,6 +56,17 @@ def test_an_error_norm_beyond_the_bound_is_caught_by_the_norm_rule():
     assert rules(result) == {Rule.NORM}, result.message
 
 
+def test_a_leaf_of_rounding_noise_passes_though_it_differs_entirely():
+    # Adam's moments of a bias whose gradient cancels (mlp-mixer/train: RMS 8e-11 and 1e-21): two
+    # summation orders give unrelated noise, a relative error near 1, every element far below atol.
+    rng = np.random.default_rng(7)
+    mu, nu = (rng.normal(scale=s, size=(2, 64)).astype(np.float32) for s in (1e-10, 1e-21))
+    assert compare([mu[0], nu[0]], [mu[1], nu[1]], Tolerance()).ok
+    # Errors of RMS beyond atol are not noise, however small the values.
+    want = np.full(64, 1e-7, np.float32)
+    assert rules(compare([want + 3e-5], [want], Tolerance())) >= {Rule.NORM}
+
+
 def test_legitimate_reordering_passes():
     rng = np.random.default_rng(0)
     a = rng.normal(size=(64, 512)).astype(np.float32)
