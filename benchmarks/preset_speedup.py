@@ -5,8 +5,8 @@
 PRESET.py is what `xtat export --preset python` wrote; TARGET names the
 workload as for `xtat tune` (it supplies the function and its inputs); NAME
 is its key in the preset's COMPILER_OPTIONS (default: the only key).
-Both builds run interleaved, in a new random order every round, each
-round a calibrated batch of calls blocked on at the end; the figure is the
+Both builds run interleaved (`runner.timing.interleaved`): a new random
+order every round, each sample a calibrated batch of calls; the figure is the
 median per-round ratio time(jax.jit) / time(jax.jit with the preset) with
 the exact 95% interval of a median (`runner.timing.speedup_ci`).
 """
@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import random
 import sys
-import time
 
 import jax
 
-from xtat.runner.timing import speedup_ci
+from xtat.runner.timing import interleaved, speedup_ci
 from xtat.workload import load_target
 
 
@@ -51,26 +49,14 @@ def main() -> None:
         raise SystemExit(f"--name must be one of {names}")
     workload = load_target(options.target)
     args, kwargs = workload.args, workload.kwargs or {}
-    builds = {"jax.jit": jax.jit(workload.fn),
-              "jax.jit + preset": jax.jit(workload.fn, compiler_options=preset.COMPILER_OPTIONS[name])}
+    builds = {"jax.jit": jax.jit(workload.fn, **workload.jit_options),
+              "jax.jit + preset": jax.jit(workload.fn, **workload.jit_options, compiler_options=preset.COMPILER_OPTIONS[name])}
     for call in builds.values():
-        jax.block_until_ready(call(*args, **kwargs))
-    start = time.perf_counter()
-    jax.block_until_ready(builds["jax.jit"](*args, **kwargs))
-    calls = max(1, int(options.min_batch_s / max(time.perf_counter() - start, 1e-6)))
-    times: dict[str, list[float]] = {label: [] for label in builds}
-    rng = random.Random(0)
-    for _ in range(options.rounds):
-        order = list(builds.items())
-        rng.shuffle(order)
-        for label, call in order:
-            start = time.perf_counter()
-            for _ in range(calls):
-                out = call(*args, **kwargs)
-            jax.block_until_ready(out)
-            times[label].append((time.perf_counter() - start) / calls)
+        jax.block_until_ready(call(*args, **kwargs))  # compiled before timing
+    times = interleaved({label: (lambda c=call: jax.block_until_ready(c(*args, **kwargs)))
+                         for label, call in builds.items()}, options.rounds, min_sample_s=options.min_batch_s)
     ratio, low, high = speedup_ci(times["jax.jit"], times["jax.jit + preset"])
-    row = {"name": name, "options": preset.COMPILER_OPTIONS[name], "calls_per_round": calls,
+    row = {"name": name, "options": preset.COMPILER_OPTIONS[name],
            "jax_ms": sorted(times["jax.jit"])[len(times["jax.jit"]) // 2] * 1e3,
            "preset_ms": sorted(times["jax.jit + preset"])[len(times["jax.jit + preset"]) // 2] * 1e3,
            "speedup": ratio, "speedup_ci": [low, high]}
@@ -78,7 +64,7 @@ def main() -> None:
         sys.stdout.write(json.dumps(row) + "\n")
         return
     print(f"{name}: jax.jit {row['jax_ms']:.3f} ms, jax.jit with the preset {row['preset_ms']:.3f} ms, "
-          f"speedup {ratio:.3f}x [{low:.3f}, {high:.3f}] ({options.rounds} interleaved rounds of {calls} calls)")
+          f"speedup {ratio:.3f}x [{low:.3f}, {high:.3f}] ({options.rounds} interleaved rounds)")
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ def _tune(captured: Capture, store: Store, session: Session, settings: TuneSetti
     stages = make_stages()
     searched = [stage for stage in stages if stage.name in settings.stages]
     workload = captured.workload
-    context = Context(workload.fn, workload.args, workload.kwargs or {}, identity.env["platform"],
+    context = Context(*workload.bound(), identity.env["platform"],
                       settings.allow_numerics_change, settings.options, session.passes_that_ran)
     search = SearchLoop(store, session, workload_id, run_id, settings, stages, on_trial)
     monitor = LoadMonitor(session.pids)

@@ -8,6 +8,7 @@ that worker processes can compile without importing the user's code.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -25,13 +26,22 @@ import jax
 import jaxlib
 import numpy as np
 
+from xtat.arguments import (JIT_ARGUMENT_OPTIONS, Statics, export_flat, filtered_call, input_leaves, partition,
+                             unwrap_jit)
+from xtat.build.source import Source
 from xtat.errors import UserError
 
 
 @dataclass(frozen=True)
 class Workload:
-    """A function to tune with example arguments.
+    """A function to tune with example arguments, called as `fn(*args, **kwargs)`.
 
+    Static arguments are named as `jax.jit` names them (`static_argnums`,
+    `static_argnames`); donated ones too, since donation is part of the
+    program that `xtat.jit` looks up. A function already wrapped by `jax.jit`
+    is unwrapped, and the options it was wrapped with are taken unless given;
+    one wrapped by `equinox.filter_jit` is split as it splits calls (arrays
+    traced, every other leaf static).
     make_inputs(seed) returns a fresh argument tuple shaped like `args`; the
     adopted config is verified again on make_inputs(1).
     """
@@ -41,16 +51,50 @@ class Workload:
     kwargs: dict | None = None
     name: str | None = None
     make_inputs: Callable[[int], tuple] | None = None
+    static_argnums: int | tuple[int, ...] | None = None
+    static_argnames: str | tuple[str, ...] | None = None
+    donate_argnums: int | tuple[int, ...] | None = None
+    donate_argnames: str | tuple[str, ...] | None = None
+    # Where a worker can import this workload from (`module:attr`, `/path/file.py:attr`), for a
+    # program jax.export cannot carry (host callbacks); `load_target` records it.
+    source: str | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.fn):
             raise UserError(f"Workload.fn must be callable, got {type(self.fn).__name__}")
         if not isinstance(self.args, tuple):
             object.__setattr__(self, "args", tuple(self.args))
+        unwrapped = unwrap_jit(self.fn)
+        object.__setattr__(self, "fn", unwrapped.fn)
+        for option, value in unwrapped.options.items():
+            if getattr(self, option) is None:
+                object.__setattr__(self, option, value)
+        if unwrapped.filtered:  # equinox.filter_jit: arrays traced, every other leaf static
+            kwargs, make_inputs = self.kwargs or {}, self.make_inputs
+            object.__setattr__(self, "fn", filtered_call(unwrapped.fn))
+            object.__setattr__(self, "args", partition(self.args, kwargs))
+            object.__setattr__(self, "kwargs", None)
+            object.__setattr__(self, "static_argnums", (1,))
+            if make_inputs is not None:
+                object.__setattr__(self, "make_inputs", lambda seed: partition(tuple(make_inputs(seed)), kwargs))
 
     @property
     def display_name(self) -> str:
         return self.name or getattr(self.fn, "__name__", "workload")
+
+    @property
+    def jit_options(self) -> dict[str, Any]:
+        """The argument options of `jax.jit(fn, ...)` that this workload is lowered with."""
+        return {option: getattr(self, option) for option in JIT_ARGUMENT_OPTIONS
+                if getattr(self, option) is not None}
+
+    @property
+    def statics(self) -> Statics:
+        return Statics.of(self.fn, self.static_argnums, self.static_argnames)
+
+    def bound(self, args: tuple | None = None) -> tuple[Callable, tuple, dict]:
+        """fn over its dynamic arguments alone (static values closed over), with those arguments."""
+        return self.statics.bind(self.fn, self.args if args is None else args, self.kwargs or {})
 
 
 def environment_identity() -> dict[str, str]:
@@ -208,7 +252,7 @@ class Capture:
 
     workload: Workload
     identity: Identity
-    exported: bytes  # jax.export serialization of the traced program
+    exported: bytes  # jax.export serialization of the traced program, or its `Source` (host callbacks)
     inputs: list[np.ndarray]  # flat leaves of (args, kwargs)
     verify_inputs: list[np.ndarray] | None  # flat leaves of make_inputs(1)
     cost: dict[str, float] = field(default_factory=dict)
@@ -222,63 +266,45 @@ class Capture:
         return self.identity.fingerprint
 
 
-def _flat_numpy(args: tuple, kwargs: dict, what: str) -> list[np.ndarray]:
-    leaves = jax.tree.leaves((args, kwargs))
-    out = []
-    for i, leaf in enumerate(leaves):
-        try:
-            arr = np.asarray(leaf)
-        except Exception as exc:  # e.g. typed PRNG keys
-            raise UserError(
-                f"{what}: input leaf {i} of type {type(leaf).__name__} cannot be sent to a "
-                f"worker as a plain array ({exc}); pass raw arrays (jax.random.key_data for keys)"
-            ) from exc
-        if arr.dtype == object:
-            raise UserError(f"{what}: input leaf {i} is not an array ({type(leaf).__name__})")
-        out.append(arr)
-    return out
-
-
-def export_flat(fn: Callable, args: tuple, kwargs: dict) -> bytes:
-    """jax.export of fn as a function of the flat input leaves returning flat output leaves.
-
-    Flat so that custom pytree nodes (optimizer states, dataclasses) need no
-    serialization of their own; workers feed the same leaves to every program.
-    """
-    leaves, in_tree = jax.tree.flatten((args, kwargs))
-
-    def flat(*flat_args):
-        a, kw = jax.tree.unflatten(in_tree, flat_args)
-        return jax.tree.leaves(fn(*a, **kw))
-
-    return bytes(jax.export.export(jax.jit(flat))(*leaves).serialize())
-
-
 def capture(workload: Workload) -> Capture:
-    """Trace and lower the workload once; everything the tuner keys on comes from here."""
+    """Trace and lower the workload once; everything the tuner keys on comes from here.
+
+    It is lowered as `jax.jit(fn, static_argnums=..., ...)` lowers it, which is
+    what `xtat.jit` fingerprints; workers get the dynamic leaves alone."""
     kwargs = workload.kwargs or {}
-    jitted = jax.jit(workload.fn)
+    fn, dynamic_args, dynamic_kwargs = workload.bound()
+    leaves, inputs = input_leaves(dynamic_args, dynamic_kwargs, "args")  # before jax's own, vaguer refusal
     try:
-        lowered = jitted.lower(*workload.args, **kwargs)
+        lowered = jax.jit(workload.fn, **workload.jit_options).lower(*workload.args, **kwargs)
     except Exception as exc:
         raise UserError(
             f"workload {workload.display_name!r} fails to trace under jax.jit: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
+    identity = Identity.of(lowered)
     try:
-        exported = export_flat(workload.fn, workload.args, kwargs)
+        exported = export_flat(fn, dynamic_args, dynamic_kwargs)
     except Exception as exc:
-        raise UserError(
-            f"workload {workload.display_name!r} cannot be exported for isolated measurement "
-            f"(host callbacks and effects are not supported): {type(exc).__name__}: {exc}"
-        ) from exc
-    inputs = _flat_numpy(workload.args, kwargs, "args")
+        # Host callbacks and effects do not export: workers import the target and trace it themselves.
+        if workload.source is None:
+            raise UserError(
+                f"workload {workload.display_name!r} cannot be exported for isolated measurement "
+                f"({type(exc).__name__}: {str(exc)[:300]}). A program with host callbacks is traced in the "
+                "workers from its source: define a zero-argument function that returns the Workload in a "
+                "module or file (not a notebook cell) and tune the TARGET 'module:function' or "
+                "'file.py:function', or pass Workload(source='module:function')"
+            ) from exc
+        exported = Source(workload.source, identity.program, {}, tuple(sys.path)).to_bytes()
     verify_inputs = None
     if workload.make_inputs is not None:
         fresh = workload.make_inputs(1)
         fresh = fresh if isinstance(fresh, tuple) else (fresh,)
-        verify_inputs = _flat_numpy(fresh, kwargs, "make_inputs(1)")
-        if [(a.shape, a.dtype) for a in verify_inputs] != [(a.shape, a.dtype) for a in inputs]:
+        static, _ = workload.statics.split(workload.args, kwargs)
+        fresh_static, (fresh_args, _) = workload.statics.split(fresh, kwargs)
+        if not _same_statics(static, fresh_static):
+            raise UserError("make_inputs(1) must return the same static arguments as `args`")
+        fresh_leaves, verify_inputs = input_leaves(fresh_args, dynamic_kwargs, "make_inputs(1)")
+        if [(leaf.shape, leaf.dtype) for leaf in fresh_leaves] != [(leaf.shape, leaf.dtype) for leaf in leaves]:
             raise UserError(
                 "make_inputs(1) must return arguments with the same shapes and dtypes as `args`"
             )
@@ -292,7 +318,7 @@ def capture(workload: Workload) -> Capture:
         cost = {}
     return Capture(
         workload=workload,
-        identity=Identity.of(lowered),
+        identity=identity,
         exported=exported,
         inputs=inputs,
         verify_inputs=verify_inputs,
@@ -300,12 +326,38 @@ def capture(workload: Workload) -> Capture:
     )
 
 
-def load_target(target: str) -> Workload:
+def _same_statics(a: tuple, b: tuple) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # a static value whose == is not a bool: unequal unless identical
+        return all(x is y for x, y in zip(a, b)) and len(a) == len(b)
+
+
+def load_target(target: str, name: str | None = None) -> Workload:
     """Resolve `suite:NAME[/FORM]`, `package.module:attr` or `path/to/file.py:attr` to a Workload.
 
     attr may name a Workload, or a zero-argument callable returning a Workload
-    or an `(fn, args)` pair.
+    or an `(fn, args)` pair. A workload without a name of its own is named
+    after where it came from, `module:attr` or `file-stem:attr`; `name`
+    overrides both.
     """
+    workload = _load_target(target)
+    if not target.startswith("suite:") and workload.source is None:
+        where, _, attr = target.rpartition(":")
+        is_file = where.endswith(".py") or "/" in where
+        workload = dataclasses.replace(workload, source=f"{Path(where).resolve()}:{attr}" if is_file else target)
+    if name:
+        return dataclasses.replace(workload, name=name)
+    return workload
+
+
+def target_name(target: str) -> str:
+    """`pkg.mod:attr` as it is; `path/to/file.py:attr` as `file:attr`."""
+    where, _, attr = target.rpartition(":")
+    return f"{Path(where).stem}:{attr}" if where.endswith(".py") or "/" in where else target
+
+
+def _load_target(target: str) -> Workload:
     if target.startswith("suite:"):
         from xtat.suite import suite_workload
 
@@ -343,10 +395,10 @@ def load_target(target: str) -> Workload:
                 "name a Workload or a function that returns one"
             ) from exc
     if isinstance(obj, tuple) and len(obj) == 2 and callable(obj[0]):
-        obj = Workload(fn=obj[0], args=tuple(obj[1]), name=attr)
+        obj = Workload(fn=obj[0], args=tuple(obj[1]))
     if not isinstance(obj, Workload):
         raise UserError(
             f"TARGET {target!r} is a {type(obj).__name__}, not a workload; name an xtat.Workload "
             "or a zero-argument callable returning a Workload or (fn, args)"
         )
-    return obj
+    return obj if obj.name else dataclasses.replace(obj, name=target_name(target))

@@ -27,11 +27,9 @@ see `nesting.py`.
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 import types
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Hashable
 
@@ -39,41 +37,9 @@ import jax
 from jax._src import core
 
 from xtat.apply import nesting
+from xtat.arguments import Statics, filtered_call, filtered_result, partition, unwrap_jit
 from xtat.apply.lookup import Found, Lookup, lookup, mark_rejected, runtime_mismatch
 from xtat.workload import Identity
-
-@dataclass(frozen=True)
-class _Statics:
-    """Which arguments jax.jit treats as static, in either call style."""
-
-    numbers: tuple[int, ...]
-    names: frozenset[str]
-
-    @classmethod
-    def of(cls, fn: Callable, static_argnums: Any, static_argnames: Any) -> "_Statics":
-        numbers = _as_tuple(static_argnums)
-        names = _as_tuple(static_argnames)
-        try:
-            parameters = list(inspect.signature(fn).parameters.values())
-        except (TypeError, ValueError):
-            parameters = []
-        positional = [p.name for p in parameters if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
-        # As jax does: numbers name their parameters, names number theirs, when only one is given.
-        if static_argnums is not None and static_argnames is None:
-            names = tuple(positional[i] for i in numbers if -len(positional) <= i < len(positional))
-        elif static_argnames is not None and static_argnums is None:
-            numbers = tuple(i for i, name in enumerate(positional) if name in names)
-        return cls(tuple(numbers), frozenset(names))
-
-    def positions(self, count: int) -> frozenset[int]:
-        return frozenset(n + count if n < 0 else n for n in self.numbers)
-
-
-def _as_tuple(value: Any) -> tuple:
-    if value is None:
-        return ()
-    return (value,) if isinstance(value, (int, str)) else tuple(value)
-
 
 def _aval(leaf: Any) -> Hashable:
     aval = jax.typeof(leaf)
@@ -98,6 +64,10 @@ class Jitted:
         return super().__new__(own)
 
     def __init__(self, fn: Callable, db: str | Path | None, jit_kwargs: dict):
+        # A jax.jit wrapper is unwrapped, its argument options kept, as `Workload` does:
+        # both then lower the same program.
+        unwrapped = unwrap_jit(fn)
+        fn, jit_kwargs = unwrapped.fn, {**unwrapped.options, **jit_kwargs}
         self._fn = fn
         self._db = db
         self._user_options: dict[str, Any] = dict(jit_kwargs.pop("compiler_options", None) or {})
@@ -105,7 +75,7 @@ class Jitted:
         # Exactly what the user's jax.jit would be: the fingerprint is taken on its lowering,
         # and its construction raises what jax.jit raises for bad keywords.
         self._default = jax.jit(fn, **jit_kwargs, compiler_options=self._user_options or None)
-        self._statics = _Statics.of(fn, jit_kwargs.get("static_argnums"), jit_kwargs.get("static_argnames"))
+        self._statics = Statics.of(fn, jit_kwargs.get("static_argnums"), jit_kwargs.get("static_argnames"))
         self._routes: dict[Hashable, Lookup] = {}
         self._staged: dict[Hashable, Any] = {}  # signature -> jax.stages.Traced of the function, traced once
         self._entries: dict[str, Any] = {}  # config key -> jax.jit object
@@ -147,18 +117,9 @@ class Jitted:
                 self._install(self._entry(route))
         return out
 
-    def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, tuple]:
-        """(static values, dynamic arguments) as jax.jit separates them, in either call style."""
-        positions = self._statics.positions(len(args))
-        static = tuple((i, a) for i, a in enumerate(args) if i in positions)
-        static += tuple(sorted((k, v) for k, v in kwargs.items() if k in self._statics.names))
-        dynamic = (tuple(a for i, a in enumerate(args) if i not in positions),
-                   {k: v for k, v in kwargs.items() if k not in self._statics.names})
-        return static, dynamic
-
     def _key(self, args: tuple, kwargs: dict) -> Hashable:
         """The signature as jax.jit keys it: static values, then the dynamic tree and avals."""
-        static, dynamic = self._split(args, kwargs)
+        static, dynamic = self._statics.split(args, kwargs)
         leaves, tree = jax.tree.flatten(dynamic)
         return tree, tuple(map(_aval, leaves)), static
 
@@ -271,7 +232,7 @@ class Jitted:
 
             return rewrite(functools.wraps(self._fn)(traced_by_the_rewriter), program)(*args, **kwargs)
         staged = self._staged.get(key)
-        leaves = jax.tree.leaves(self._split(args, kwargs)[1])
+        leaves = jax.tree.leaves(self._statics.split(args, kwargs)[1])
         if staged is None or len(leaves) != len(staged.jaxpr.in_avals):
             return self._fn(*args, **kwargs)
         # Re-emit the jaxpr traced for the fingerprint rather than run the user's function a second time.
@@ -314,11 +275,41 @@ class Jitted:
         return list(self._routes.values())
 
 
+class FilteredJitted:
+    """`xtat.jit` of an `equinox.filter_jit` function: each call is split as filter_jit splits it
+    (arrays traced, every other leaf static) and goes to a `Jitted` of the split function, which is
+    what `xtat.Workload` tunes for such a function."""
+
+    def __init__(self, fn: Callable, db: str | Path | None, jit_kwargs: dict):
+        self._inner = Jitted(filtered_call(fn), db, {**jit_kwargs, "static_argnums": (1,)})
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return filtered_result(self._inner(*partition(args, kwargs)))
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.lower(*partition(args, kwargs))
+
+    def trace(self, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.trace(*partition(args, kwargs))
+
+    def clear_cache(self) -> None:
+        self._inner.clear_cache()
+
+    def lookups(self) -> list[Lookup]:
+        return self._inner.lookups()
+
+
 def jit(fn: Callable | None = None, *, db: str | Path | None = None, **jit_kwargs: Any) -> Any:
     """Drop-in for `jax.jit(fn, **jit_kwargs)` that applies the adopted config from `db`.
 
-    Usable as `xtat.jit(fn)`, `@xtat.jit` or `@xtat.jit(db=..., static_argnums=...)`.
+    Usable as `xtat.jit(fn)`, `@xtat.jit` or `@xtat.jit(db=..., static_argnums=...)`. A function
+    already wrapped by `jax.jit` keeps its static and donated arguments; one wrapped by
+    `equinox.filter_jit` keeps its way of splitting calls.
     """
     if fn is None:
         return functools.partial(jit, db=db, **jit_kwargs)
+    unwrapped = unwrap_jit(fn)
+    if unwrapped.filtered:
+        return FilteredJitted(unwrapped.fn, db, dict(jit_kwargs))
     return Jitted(fn, db, dict(jit_kwargs))

@@ -8,6 +8,7 @@ tunes one (FORM is `train` or `inference`; `suite:NAME` means train).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from dataclasses import dataclass
@@ -36,8 +37,7 @@ class SuiteEntry:
             raise UserError(f"suite size {size!r}: choose one of {', '.join(SIZES)}")
         workload = (self.train if form == "train" else self.inference)(size)
         if workload.name is None or not workload.name.startswith(self.name):
-            workload = Workload(workload.fn, workload.args, workload.kwargs, f"{self.name}/{form}",
-                                workload.make_inputs)
+            workload = dataclasses.replace(workload, name=f"{self.name}/{form}")
         return workload
 
 

@@ -13,7 +13,9 @@ from typing import Callable, Iterator
 from xtat.errors import UserError
 from xtat.runner.session import Session
 from xtat.tuning.settings import TuneSettings
-from xtat.workload import Capture, Workload, export_flat
+from xtat.arguments import export_flat
+from xtat.build.source import Source, is_source
+from xtat.workload import Capture
 
 
 def make_stages() -> list:
@@ -28,13 +30,20 @@ def make_stages() -> list:
     return [runtime, program, PassesStage([runtime, program]), CodegenStage()]
 
 
-def rewritten_exporter(workload: Workload) -> Callable[[dict], bytes]:
-    """Exports the workload's program with a set of program-stage rewrites applied."""
+def rewritten_exporter(captured: Capture) -> Callable[[dict], bytes]:
+    """Exports the workload's program with a set of program-stage rewrites applied
+    (for a program with host callbacks: its source, with the rewrites to apply in the worker)."""
+    if is_source(captured.exported):
+        source = Source.from_bytes(captured.exported)
+        return lambda program: source.with_decisions(program).to_bytes()
+    workload = captured.workload
+
     def export(program: dict) -> bytes:
         from xtat.stages.program import rewrite
 
         try:
-            return export_flat(rewrite(workload.fn, program), workload.args, workload.kwargs or {})
+            fn, args, kwargs = workload.bound()
+            return export_flat(rewrite(fn, program), args, kwargs)
         except UserError:
             raise
         except Exception as exc:  # e.g. a knob choice that adds a host callback, which jax.export refuses
@@ -53,7 +62,7 @@ def open_session(captured: Capture, settings: TuneSettings, *, verify_inputs: bo
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     (folder / OWNER_FILE).write_text(str(os.getpid()))
     session = Session(folder, captured.exported, captured.inputs,
-                      captured.verify_inputs if verify_inputs else None, rewritten_exporter(captured.workload),
+                      captured.verify_inputs if verify_inputs else None, rewritten_exporter(captured),
                       settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
     try:
         yield session
