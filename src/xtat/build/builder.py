@@ -1,7 +1,8 @@
 """Builder: a config's compile options applied to the captured program.
 
 Runs inside a worker process. The program arrives as a `jax.export`
-serialization, so workers never import the user's code.
+serialization, so workers never import the user's code, unless the program
+has host callbacks: then it arrives as the target to import (`source.py`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ class Built:
 
 
 def load_program(serialized: bytes):
+    """A program with a `call` over the flat input arrays: a `jax.export` serialization, or the
+    `Source` of a program with host callbacks, which the worker traces itself."""
+    from xtat.build.source import Source, SourceProgram, is_source
+
+    if is_source(serialized):
+        return SourceProgram(Source.from_bytes(serialized))
     return jax.export.deserialize(bytearray(serialized))
 
 

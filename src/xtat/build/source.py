@@ -1,0 +1,76 @@
+"""Programs that `jax.export` cannot carry: the worker imports the target and traces it itself.
+
+Host callbacks (`jax.debug.print`, `jax.debug.callback`, `pure_callback`,
+`io_callback`, Equinox's runtime checks) and other effects cannot be
+serialized. For such a workload the program file a worker receives is a small
+JSON `Source`: the importable target (module or file, and attribute), the
+program-stage rewrites of the candidate, and the program key the tuner traced.
+The worker imports the same target, checks that it traces the very same
+program (same key), and compiles it with its callbacks, which then run in the
+worker. Nothing is pickled: the worker gets the target's name, never objects.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+SOURCE_FORMAT = "xtat-source/1"
+
+
+@dataclass(frozen=True)
+class Source:
+    target: str  # `package.module:attr` or `/absolute/path/file.py:attr`
+    program_key: str  # the tuner's trace of the target: the worker's must be the same
+    decisions: dict = field(default_factory=dict)  # program-stage rewrites of this candidate
+    sys_path: tuple[str, ...] = ()  # where the tuner found the target's imports
+
+    def with_decisions(self, decisions: dict) -> "Source":
+        return replace(self, decisions=dict(decisions))
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"format": SOURCE_FORMAT, "target": self.target, "program_key": self.program_key,
+                           "decisions": self.decisions, "sys_path": list(self.sys_path)}, sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Source":
+        record = json.loads(data)
+        if not isinstance(record, dict) or record.get("format") != SOURCE_FORMAT:
+            raise ValueError(f"not an {SOURCE_FORMAT} program file")
+        target, key, decisions, path = (record.get(k) for k in ("target", "program_key", "decisions", "sys_path"))
+        if not (isinstance(target, str) and isinstance(key, str) and isinstance(decisions, dict)
+                and isinstance(path, list) and all(isinstance(p, str) for p in path)):
+            raise ValueError(f"malformed {SOURCE_FORMAT} program file")
+        return cls(target, key, decisions, tuple(path))
+
+
+def is_source(data: bytes) -> bool:
+    return data[:1] == b"{" and SOURCE_FORMAT.encode() in data[:4096]
+
+
+class SourceProgram:
+    """Stands where a deserialized `jax.export` program would: `call` takes the flat input arrays."""
+
+    def __init__(self, source: Source):
+        import jax
+
+        from xtat.arguments import flat_function
+        from xtat.workload import describe_avals, load_target, program_key
+
+        sys.path.extend(p for p in source.sys_path if p not in sys.path)
+        workload = load_target(source.target)
+        lowered = jax.jit(workload.fn, **workload.jit_options).lower(*workload.args, **(workload.kwargs or {}))
+        if program_key(lowered.as_text(), describe_avals(lowered)) != source.program_key:
+            raise RuntimeError(
+                f"the worker imported {source.target} and traced another program than the tuner did; a target "
+                "traced in workers must build the same program and input shapes on every import (seed its inputs)"
+            )
+        fn, args, kwargs = workload.bound()
+        if source.decisions:
+            from xtat.stages.program import rewrite
+
+            fn = rewrite(fn, source.decisions)
+        self.call: Callable[..., Any]
+        self.call, _ = flat_function(fn, args, kwargs)
