@@ -53,6 +53,8 @@ def tune(
                                        "(deployed through jax.jit in fresh processes) may take adding rounds."),
     adopt_under_load: bool = typer.Option(False, help="Adopt a winner confirmed while other processes loaded "
                                           "the machine (by default it is reported as load-dependent)."),
+    name: Optional[str] = typer.Option(None, "--name", help="The workload's name in the store and reports "
+                                       "(default: its own, or module:attr / file:attr)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
@@ -60,7 +62,7 @@ def tune(
     from xtat.workload import load_target
 
     try:
-        workload = load_target(target or DEFAULT_TARGET)
+        workload = load_target(target or DEFAULT_TARGET, name)
         if target is None and time is None:
             time = 60.0  # the built-in workload's quick start takes about a minute
         settings = TuneSettings(budget=budget, time_s=time, seed=seed, allow_numerics_change=allow_numerics_change,

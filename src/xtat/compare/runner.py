@@ -11,6 +11,7 @@ strategies are deterministic for a seed, so it continues the same search).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -118,16 +119,14 @@ def _slug(name: str) -> str:
 
 
 def load_workloads(targets: tuple[str, ...]) -> list[Workload]:
-    """Each TARGET's workload; two with the same name would share run folders, so they are refused."""
+    """Each TARGET's workload. Two with the same name would share run folders: those are
+    named by their whole TARGET instead, and two TARGETs that are the same are refused."""
+    if len(set(targets)) != len(targets):
+        raise UserError(f"a TARGET is given twice: {', '.join(t for t in dict.fromkeys(targets) if targets.count(t) > 1)}")
     workloads = [load_target(t) for t in targets]
-    slugs: dict[str, str] = {}
-    for target, workload in zip(targets, workloads):
-        slug = _slug(workload.display_name)
-        if slug in slugs:
-            raise UserError(f"TARGETs {slugs[slug]!r} and {target!r} are both named {workload.display_name!r}; "
-                            "give one Workload another name")
-        slugs[slug] = target
-    return workloads
+    slugs = [_slug(w.display_name) for w in workloads]
+    return [dataclasses.replace(w, name=target) if slugs.count(slug) > 1 else w
+            for target, w, slug in zip(targets, workloads, slugs)]
 
 
 def record_from_result(workload: str, strategy: str, seed: int, result: Mapping[str, Any]) -> RunRecord:
