@@ -94,6 +94,8 @@ def finalize(captured: Capture, store: Store, session: Session, workload_id: int
             base.update(default_ms=confirmed.default_s * 1e3,
                         default_ci_ms=[x * 1e3 for x in confirmed.default_ci_s])
         adopted, message = judge(confirmed, settings)
+        if adopted:
+            message += deployment_note(m["config"])
         return outcome(base, m, adopted, message, measured), spent
     top = measured[0] if measured else None
     demoted = sum(m.get("verified_on_second_inputs") is False for m in measured)
@@ -103,6 +105,17 @@ def finalize(captured: Capture, store: Store, session: Session, workload_id: int
         message = "no significant improvement"
     message += ": the default stays"
     return outcome(base, top, False, message, measured), spent
+
+
+def deployment_note(config: dict) -> str:
+    """How to get an adopted win that xtat.jit alone cannot give: runtime decisions were confirmed
+    in a process started with them, and a running process cannot take them on."""
+    runtime = config.get("runtime")
+    if not runtime:
+        return ""
+    decided = ", ".join(f"{name}={value}" for name, value in sorted(runtime.items()))
+    return (f"; its runtime decisions ({decided}) are set when a process starts: deploy with "
+            "`xtat run -- python your_script.py` (xtat.jit alone applies only the rest)")
 
 
 def judge(confirmed: Confirmation, settings: TuneSettings) -> tuple[bool, str]:
