@@ -165,7 +165,10 @@ def test_a_resumed_search_continues_the_same_search(name):
     assert asked == uninterrupted
     assert [config_key(c) for c in asked[:8]] == list(recorded)
     if name not in ("grid", "coordinate"):  # chance plays a part: another seed searches elsewhere
-        assert [c for c, _ in _drive(_strategy(name, seed=1, budget=2000), budget)] != uninterrupted
+        # (sweep's sweep and combination phases are deterministic: its random phase comes later)
+        longer = 2 * budget if name == "sweep" else budget
+        assert ([c for c, _ in _drive(_strategy(name, seed=1, budget=2000), longer)]
+                != [c for c, _ in _drive(_strategy(name, budget=2000), longer)])
 
 
 def _often_failing_builder(config: Config) -> float | None:
@@ -217,6 +220,20 @@ def test_no_op_decisions_are_reported_and_left_out():
     assert B not in strategy.active()
     later = [strategy.ask() for _ in range(20)]
     assert all("b" not in config.get("codegen", {}) for config in later)  # left out of the random phase
+
+
+def test_sweep_combines_the_decisions_that_helped_right_after_the_sweep():
+    strategy = _strategy("sweep")
+    probes = sum(len(configs) for _, configs in strategy.probes)
+    history = _drive(strategy, 1 + probes + 6)
+    # Faster than the base alone: a=2, q=2 (with p), b=3, e=2, d=y; greedily combined, fastest first.
+    combined = {"codegen": {"a": 2, "b": 3, "d": "y", "e": 2}, "passes": {"p": True}, "program": {"q": 2}}
+    after_sweep = [SPACE.canonical(config) for config, _ in history[1 + probes:]]
+    assert after_sweep[0] == SPACE.canonical({"codegen": {"a": 2}, "passes": {"p": True}, "program": {"q": 2}})
+    assert after_sweep[3] == SPACE.canonical(combined)
+    assert min(s for _, s in history if s is not None) <= fake_builder(combined) * (1 + 1e-9)
+    # c alone is 10% slower (without d=y): it is never combined.
+    assert all(not c.get("codegen", {}).get("c") for c in after_sweep[:4])
 
 
 # A space where only three of ten decisions change the executable: the rest are inert, as many
