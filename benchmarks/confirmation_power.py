@@ -99,21 +99,15 @@ def workload(mode: str) -> xtat.Workload:
 def plain_jax_ratio(mode: str, rounds: int) -> dict:
     """Both variants under plain jax.jit in this (fresh) process, interleaved."""
     from xtat.build.builder import executable_identity
-    from xtat.runner.timing import TimingPolicy, calibrate, sample, speedup_ci
+    from xtat.runner.timing import interleaved, speedup_ci
 
     default, other = CHOICES[mode]
     args = inputs(0)
     fns = {c: jax.jit(make_step(mode, c)) for c in (default, other)}
     hashes = {c: executable_identity(fns[c].lower(*args).compile()) for c in fns}
     calls = {c: (lambda f=fns[c]: jax.block_until_ready(f(*args))) for c in fns}
-    inner = {c: calibrate(call, TimingPolicy(min_sample_s=0.05)) for c, call in calls.items()}
-    samples: dict[str, list[float]] = {c: [] for c in fns}
-    order = list(fns)
-    for _ in range(rounds + 2):
-        random.shuffle(order)
-        for c in order:
-            samples[c].append(sample(calls[c], inner[c]))
-    speedup, low, high = speedup_ci(samples[default][2:], samples[other][2:])
+    samples = interleaved(calls, rounds, seed=random.randrange(2**31))
+    speedup, low, high = speedup_ci(samples[default], samples[other])
     same_outputs = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(fns[default](*args)),
                                                             jax.tree.leaves(fns[other](*args))))
     return {"speedup": speedup, "ci": [low, high], "default_ms": float(np.median(samples[default])) * 1e3,
