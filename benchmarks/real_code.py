@@ -1,0 +1,171 @@
+"""Delivered speedup on real code: every gallery program tuned, then measured through `xtat.jit`.
+
+    .venv/bin/python benchmarks/real_code.py [--time 600] [--rounds 31] [--only NAME,...] [--json OUT]
+
+Each program in `examples/` is tuned with the default strategy and stages
+under a time budget a user would give (`--time` seconds of search, each into
+its own store). Then a fresh process imports the example, as its user's script
+would, and times `xtat.jit(step)` (what the store says is applied) against
+plain `jax.jit(step)` (for an `equinox.filter_jit` step: the step itself) in
+another fresh process, interleaved sample by sample in a new random order
+every round. The table gives per program
+the trials, the adopted config, the search's (confirmed) speedup and the
+delivered one, with 95% intervals, and the geometric mean of the delivered
+speedups. A program whose adopted config has runtime decisions gets them only
+under `xtat run`, so its xtat.jit process is started with `xtat run` (its
+deploy path) and its jax.jit process as the user's would be (the row says so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _module(path: Path):
+    spec = importlib.util.spec_from_file_location(f"gallery_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def serve(example: Path, db: str | None, min_sample_s: float) -> None:
+    """A fresh process holding one build of the example's step: `xtat.jit(step)` with the store
+    (`db`), or plain `jax.jit(step)` without. Prints what the lookup said, then one timed sample
+    per line it reads, so the parent can interleave two such processes."""
+    import warnings
+
+    import jax
+
+    import xtat
+    from xtat.arguments import unwrap_jit
+    from xtat.runner.timing import TimingPolicy, calibrate, sample
+
+    module = _module(example)
+    args, kwargs = module.arguments()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        if db is None:
+            step = module.step if unwrap_jit(module.step).filtered else jax.jit(module.step, **module.JIT_OPTIONS)
+        else:
+            step = xtat.jit(module.step, db=db, **module.JIT_OPTIONS)
+        jax.block_until_ready(step(*args, **kwargs))
+
+    def call() -> None:
+        jax.block_until_ready(step(*args, **kwargs))
+
+    inner = calibrate(call, TimingPolicy(min_sample_s=min_sample_s))
+    found = [lookup.found.value for lookup in step.lookups()] if db is not None else []
+    print(json.dumps({"found": found, "warnings": [str(w.message) for w in said]}), flush=True)
+    for _ in sys.stdin:
+        print(sample(call, inner), flush=True)
+
+
+def delivered(example: Path, db: Path, runtime: bool, rounds: int, min_sample_s: float = 0.05) -> dict:
+    """xtat.jit of the step in a fresh process (started by `xtat run` when the adopted config has
+    runtime decisions: its deploy path) against plain jax.jit in another, interleaved round by round."""
+    import random
+
+    from xtat.runner.timing import speedup_ci
+
+    base = [sys.executable, __file__, "--serve", str(example), "--min-sample", str(min_sample_s)]
+    tuned = base + ["--db", str(db)]
+    if runtime:
+        tuned = [sys.executable, "-c", "from xtat.cli.app import main; main()", "run", "--db", str(db), "--",
+                 *tuned]
+    processes = {label: subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                 for label, command in (("jax.jit", base), ("xtat.jit", tuned))}
+    try:
+        ready = {}
+        for label, process in processes.items():
+            line = process.stdout.readline()  # type: ignore[union-attr]
+            while line and not line.startswith("{"):  # `xtat run` says what it applied first
+                line = process.stdout.readline()  # type: ignore[union-attr]
+            if not line:
+                raise RuntimeError(f"the {label} process of {example.stem} failed to start")
+            ready[label] = json.loads(line)
+        samples: dict[str, list[float]] = {label: [] for label in processes}
+        order, rng = list(processes), random.Random(0)
+        for round_index in range(rounds + 2):
+            rng.shuffle(order)
+            for label in order:
+                processes[label].stdin.write("sample\n")  # type: ignore[union-attr]
+                processes[label].stdin.flush()  # type: ignore[union-attr]
+                seconds = float(processes[label].stdout.readline())  # type: ignore[union-attr]
+                if round_index >= 2:  # two warm-up rounds
+                    samples[label].append(seconds)
+    finally:
+        for process in processes.values():
+            process.kill()
+    speedup, low, high = speedup_ci(samples["jax.jit"], samples["xtat.jit"])
+    return {"delivered": speedup, "delivered_ci": [low, high],
+            "jax_ms": sorted(samples["jax.jit"])[rounds // 2] * 1e3, **ready["xtat.jit"]}
+
+
+def tune_and_measure(example: Path, folder: Path, time_s: float, rounds: int) -> dict:
+    import xtat
+    from xtat.workload import load_target
+
+    db = folder / f"{example.stem}.db"
+    result = xtat.tune(load_target(f"{example}:make"), db=db, time_s=time_s)
+    runtime = bool(result.adopted and result.best_config.get("runtime"))
+    return {"program": example.stem, "trials": result.trials, "adopted": result.adopted,
+            "config": result.best_config if result.adopted else None,
+            "search": result.speedup, "search_ci": list(result.speedup_ci), "under_xtat_run": runtime,
+            "message": result.message, **delivered(example, db, runtime, rounds)}
+
+
+def _table(rows: list[dict]) -> str:
+    lines = ["| program | trials | adopted config | search speedup [95% CI] | delivered speedup [95% CI] |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        trials = ", ".join(f"{k} {v}" for k, v in sorted(r["trials"].items()))
+        config = json.dumps(r["config"]) if r["config"] else "none"
+        if r["under_xtat_run"]:
+            config += " (measured under `xtat run`)"
+        lines.append(f"| {r['program']} | {trials} | {config} | {r['search']:.3f} [{r['search_ci'][0]:.3f}, "
+                     f"{r['search_ci'][1]:.3f}] | {r['delivered']:.3f} [{r['delivered_ci'][0]:.3f}, "
+                     f"{r['delivered_ci'][1]:.3f}] |")
+    geomean = math.exp(sum(math.log(r["delivered"]) for r in rows) / len(rows))
+    lines.append(f"\nGeometric mean of the delivered speedups over {len(rows)} programs: {geomean:.3f}x")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time", type=float, default=600.0, help="search seconds per program")
+    parser.add_argument("--rounds", type=int, default=31, help="interleaved rounds of the delivered measurement")
+    parser.add_argument("--only", help="comma-separated example names (default: all)")
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # a fresh measuring process
+    parser.add_argument("--db", help=argparse.SUPPRESS)
+    parser.add_argument("--min-sample", type=float, default=0.05, help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.serve:
+        serve(options.serve, options.db, options.min_sample)
+        return
+    names = options.only.split(",") if options.only else sorted(p.stem for p in EXAMPLES.glob("*.py"))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="xtat-real-code-") as folder:
+        for name in names:
+            rows.append(tune_and_measure(EXAMPLES / f"{name}.py", Path(folder), options.time, options.rounds))
+            print(f"{name}: {rows[-1]['message']}; delivered {rows[-1]['delivered']:.3f}x "
+                  f"[{rows[-1]['delivered_ci'][0]:.3f}, {rows[-1]['delivered_ci'][1]:.3f}]", flush=True)
+    print(_table(rows))
+    if options.json:
+        options.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
