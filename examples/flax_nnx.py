@@ -11,7 +11,6 @@ xtat tunes and deploys; the in-place `train_step` stays for reference.
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 import optax
 from flax import nnx
