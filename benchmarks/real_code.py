@@ -51,6 +51,9 @@ def serve(example: Path, db: str | None, min_sample_s: float) -> None:
     from xtat.arguments import unwrap_jit
     from xtat.runner.timing import TimingPolicy, calibrate, sample
 
+    # The protocol gets a private copy of stdout; the program's own prints (jax.debug.print) go to stderr.
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
     module = _module(example)
     args, kwargs = module.arguments()
     with warnings.catch_warnings(record=True) as said:
@@ -66,9 +69,9 @@ def serve(example: Path, db: str | None, min_sample_s: float) -> None:
 
     inner = calibrate(call, TimingPolicy(min_sample_s=min_sample_s))
     found = [lookup.found.value for lookup in step.lookups()] if db is not None else []
-    print(json.dumps({"found": found, "warnings": [str(w.message) for w in said]}), flush=True)
+    print(json.dumps({"found": found, "warnings": [str(w.message) for w in said]}), file=protocol, flush=True)
     for _ in sys.stdin:
-        print(sample(call, inner), flush=True)
+        print(sample(call, inner), file=protocol, flush=True)
 
 
 def delivered(example: Path, db: Path, runtime: bool, rounds: int, min_sample_s: float = 0.05) -> dict:
@@ -83,7 +86,8 @@ def delivered(example: Path, db: Path, runtime: bool, rounds: int, min_sample_s:
     if runtime:
         tuned = [sys.executable, "-c", "from xtat.cli.app import main; main()", "run", "--db", str(db), "--",
                  *tuned]
-    processes = {label: subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    processes = {label: subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, text=True)
                  for label, command in (("jax.jit", base), ("xtat.jit", tuned))}
     try:
         ready = {}
