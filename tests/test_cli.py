@@ -77,6 +77,7 @@ def test_tune_json_contract_show_trials_apply_export_import(db, tmp_path):
     assert len(_trials(other)) == 3
 
 
+@pytest.mark.slow  # the default run kills and resumes the CLI in test_reliability.py (compile, SIGKILL)
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(db):
     budget = 8
     args = [*XTAT, "tune", tiny_target("tiny_mlp"), "--db", str(db), "--budget", str(budget),

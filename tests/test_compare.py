@@ -338,6 +338,7 @@ def _compare(*args):
     return subprocess.run([*XTAT, "compare", *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # two CLI campaigns, ~50 s; the compare pieces are tested above, the naming in test_real_code.py
 def test_compare_cli_end_to_end_on_tiny_then_resumes_without_measuring(tmp_path):
     strategies = ["sweep", "random"]
     fast = [f"--{key.replace('_', '-')}={value}" for key, value in FAST_TIMING.items()]

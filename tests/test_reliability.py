@@ -440,6 +440,7 @@ def test_no_improvement_is_claimed_between_equal_configs_on_a_noisy_machine(tmp_
     assert sum(median != 1.0 for median, _, _ in stats) >= 95
 
 
+@pytest.mark.slow  # a real tune under a full disk, ~45 s
 def test_disk_full_during_a_write_rolls_back_and_exits_clearly(db, monkeypatch):
     workers = _workers()
     xtat.tune(tiny_mlp(), db=db, budget=2, **CODEGEN)
