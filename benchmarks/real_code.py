@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -77,9 +78,7 @@ def serve(example: Path, db: str | None, min_sample_s: float) -> None:
 def delivered(example: Path, db: Path, runtime: bool, rounds: int, min_sample_s: float = 0.05) -> dict:
     """xtat.jit of the step in a fresh process (started by `xtat run` when the adopted config has
     runtime decisions: its deploy path) against plain jax.jit in another, interleaved round by round."""
-    import random
-
-    from xtat.runner.timing import speedup_ci
+    from xtat.runner.timing import interleave, speedup_ci
 
     base = [sys.executable, __file__, "--serve", str(example), "--min-sample", str(min_sample_s)]
     tuned = base + ["--db", str(db)]
@@ -98,16 +97,15 @@ def delivered(example: Path, db: Path, runtime: bool, rounds: int, min_sample_s:
             if not line:
                 raise RuntimeError(f"the {label} process of {example.stem} failed to start")
             ready[label] = json.loads(line)
-        samples: dict[str, list[float]] = {label: [] for label in processes}
-        order, rng = list(processes), random.Random(0)
-        for round_index in range(rounds + 2):
-            rng.shuffle(order)
-            for label in order:
-                processes[label].stdin.write("sample\n")  # type: ignore[union-attr]
-                processes[label].stdin.flush()  # type: ignore[union-attr]
-                seconds = float(processes[label].stdout.readline())  # type: ignore[union-attr]
-                if round_index >= 2:  # two warm-up rounds
-                    samples[label].append(seconds)
+
+        def sampler(process: subprocess.Popen) -> Callable[[], float]:
+            def one() -> float:
+                process.stdin.write("sample\n")  # type: ignore[union-attr]
+                process.stdin.flush()  # type: ignore[union-attr]
+                return float(process.stdout.readline())  # type: ignore[union-attr]
+            return one
+
+        samples = interleave({label: sampler(process) for label, process in processes.items()}, rounds)
     finally:
         for process in processes.values():
             process.kill()

@@ -60,20 +60,28 @@ def sample(call: Callable[[], None], inner: int) -> float:
     return (time.perf_counter() - start) / inner
 
 
-def interleaved(calls: dict[str, Callable[[], None]], rounds: int, *, warmup: int = 2,
-                min_sample_s: float = 0.05, seed: int = 0) -> dict[str, list[float]]:
-    """Samples of each call in one process, in a fresh random order every round, so that drift
-    and load fall on all of them alike; `warmup` rounds are timed and dropped."""
+def interleave(samplers: dict[str, Callable[[], float]], rounds: int, *, warmup: int = 2,
+               seed: int = 0) -> dict[str, list[float]]:
+    """One sample of each sampler per round, in a fresh random order every round, so that drift
+    and load fall on all of them alike; `warmup` rounds are taken and dropped. A sampler may
+    time a call here or ask another process for a sample."""
     import random
 
-    inner = {label: calibrate(call, TimingPolicy(min_sample_s=min_sample_s)) for label, call in calls.items()}
-    samples: dict[str, list[float]] = {label: [] for label in calls}
-    order, rng = list(calls), random.Random(seed)
+    samples: dict[str, list[float]] = {label: [] for label in samplers}
+    order, rng = list(samplers), random.Random(seed)
     for _ in range(rounds + warmup):
         rng.shuffle(order)
         for label in order:
-            samples[label].append(sample(calls[label], inner[label]))
+            samples[label].append(samplers[label]())
     return {label: times[warmup:] for label, times in samples.items()}
+
+
+def interleaved(calls: dict[str, Callable[[], None]], rounds: int, *, warmup: int = 2,
+                min_sample_s: float = 0.05, seed: int = 0) -> dict[str, list[float]]:
+    """`interleave` of calls in this process, each sample a calibrated batch of calls."""
+    inner = {label: calibrate(call, TimingPolicy(min_sample_s=min_sample_s)) for label, call in calls.items()}
+    return interleave({label: (lambda c=call, n=inner[label]: sample(c, n)) for label, call in calls.items()},
+                      rounds, warmup=warmup, seed=seed)
 
 
 def median_ci(samples: list[float], seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
