@@ -248,14 +248,16 @@ def input_leaves(args: tuple, kwargs: dict, what: str) -> tuple[list[InputLeaf],
     return leaves, arrays
 
 
-def flat_function(fn: Callable, args: tuple, kwargs: dict) -> tuple[Callable, list[jax.ShapeDtypeStruct]]:
+def flat_function(fn: Callable, args: tuple, kwargs: dict,
+                  leaves: list[InputLeaf] | None = None) -> tuple[Callable, list[jax.ShapeDtypeStruct]]:
     """fn as a function of the flat host arrays of its dynamic leaves, returning flat output
     leaves (typed keys as their key data), and the specs of those arrays.
 
     Flat so that custom pytree nodes (optimizer states, dataclasses) need no
     serialization of their own; workers feed the same arrays to every program.
     """
-    leaves, _ = input_leaves(args, kwargs, "args")
+    if leaves is None:  # described already by a caller that has them (no second host copy)
+        leaves, _ = input_leaves(args, kwargs, "args")
     in_tree = jax.tree.structure((args, kwargs))
 
     def flat(*arrays: Any) -> list:
@@ -267,7 +269,7 @@ def flat_function(fn: Callable, args: tuple, kwargs: dict) -> tuple[Callable, li
     return flat, [leaf.spec for leaf in leaves]
 
 
-def export_flat(fn: Callable, args: tuple, kwargs: dict) -> bytes:
+def export_flat(fn: Callable, args: tuple, kwargs: dict, leaves: list[InputLeaf] | None = None) -> bytes:
     """The `jax.export` serialization of `flat_function(fn, args, kwargs)`."""
-    flat, specs = flat_function(fn, args, kwargs)
+    flat, specs = flat_function(fn, args, kwargs, leaves)
     return bytes(jax.export.export(jax.jit(flat))(*specs).serialize())

@@ -26,8 +26,8 @@ import jax
 import jaxlib
 import numpy as np
 
-from xtat.arguments import (JIT_ARGUMENT_OPTIONS, Statics, export_flat, filtered_call, input_leaves, partition,
-                             unwrap_jit)
+from xtat.arguments import (JIT_ARGUMENT_OPTIONS, InputLeaf, Statics, export_flat, filtered_call, input_leaves,
+                             partition, unwrap_jit)
 from xtat.build.source import Source
 from xtat.errors import UserError
 
@@ -254,6 +254,7 @@ class Capture:
     identity: Identity
     exported: bytes  # jax.export serialization of the traced program, or its `Source` (host callbacks)
     inputs: list[np.ndarray]  # flat leaves of (args, kwargs)
+    leaves: list[InputLeaf]  # what each input is (a typed key travels as its data)
     verify_inputs: list[np.ndarray] | None  # flat leaves of make_inputs(1)
     cost: dict[str, float] = field(default_factory=dict)
 
@@ -283,7 +284,7 @@ def capture(workload: Workload) -> Capture:
         ) from exc
     identity = Identity.of(lowered)
     try:
-        exported = export_flat(fn, dynamic_args, dynamic_kwargs)
+        exported = export_flat(fn, dynamic_args, dynamic_kwargs, leaves)
     except Exception as exc:
         # Host callbacks and effects do not export: workers import the target and trace it themselves.
         if workload.source is None:
@@ -321,6 +322,7 @@ def capture(workload: Workload) -> Capture:
         identity=identity,
         exported=exported,
         inputs=inputs,
+        leaves=leaves,
         verify_inputs=verify_inputs,
         cost=cost,
     )

@@ -43,7 +43,7 @@ def rewritten_exporter(captured: Capture) -> Callable[[dict], bytes]:
 
         try:
             fn, args, kwargs = workload.bound()
-            return export_flat(rewrite(fn, program), args, kwargs)
+            return export_flat(rewrite(fn, program), args, kwargs, captured.leaves)
         except UserError:
             raise
         except Exception as exc:  # e.g. a knob choice that adds a host callback, which jax.export refuses
