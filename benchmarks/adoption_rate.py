@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import xtat
-from xtat.workload import load_target
+from xtat.targets import load_target
 
 
 def main() -> None:
@@ -37,10 +37,10 @@ def main() -> None:
         adopted += result.adopted
         hit = bool(args.expect) and result.adopted and result.best_config.get("passes", {}).get(args.expect) is True
         expected += hit
-        search = next((f for f in result.finalists if "search_speedup" in f), {})
+        confirmed = result.confirmed
         print(f"seed {seed}: {'ADOPTED' if result.adopted else 'not adopted'} {result.speedup:.3f}x "
-              f"[{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}] (search {search.get('search_speedup', 0):.3f}x), "
-              f"rounds {result.confirmation.get('rounds', 0)}, config {json.dumps(result.best_config)}; "
+              f"[{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}] (search {confirmed.search_speedup if confirmed else 0:.3f}x), "
+              f"rounds {result.confirmation.rounds if result.confirmation else 0}, config {json.dumps(result.best_config)}; "
               f"{result.message[:80]}", flush=True)
     print(f"{args.target}: adopted in {adopted} of {args.runs} runs"
           + (f", switching {args.expect} off in {expected}" if args.expect else "")

@@ -154,9 +154,9 @@ def main() -> None:
             result = xtat.tune(workload(args.mode), db=Path(folder) / "xtat.db", stages=("program",), budget=3,
                                seed=seed)
         adopted += result.adopted
-        c = result.confirmation
+        rounds = result.confirmation.rounds if result.confirmation else 0
         print(f"seed {seed:2d}: {'ADOPTED' if result.adopted else 'not adopted'}  {result.speedup:.3f}x "
-              f"[{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}]  rounds {c.get('rounds', 0)}  "
+              f"[{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}]  rounds {rounds}  "
               f"{result.message[:90]}", flush=True)
     print(f"{args.mode}: adopted in {adopted} of {args.runs} runs ({time.perf_counter() - started:.0f} s)")
 

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from xtat.tuner import TuneSettings, tune
-from xtat.workload import load_target
+from xtat.targets import load_target
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import sys
 import jax
 
 from xtat.runner.timing import interleaved, speedup_ci
-from xtat.workload import load_target
+from xtat.targets import load_target
 
 
 def load_preset(path: str):

@@ -25,10 +25,12 @@ import json
 from pathlib import Path
 
 from xtat.compare.remeasure import remeasured_path, speedups_only
-from xtat.tuning.session import make_stages, open_session
+from xtat.stages.registry import make_stages
+from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
-from xtat.workload import capture, load_target
+from xtat.targets import load_target
+from xtat.workload import capture
 
 
 def main() -> None:
@@ -44,8 +46,8 @@ def main() -> None:
     print(f"{len(measured)} incumbents; the fastest re-measured {measured[top]:.2f}x")
     for repeat in range(args.repeats):
         for label, keys in (("alone", [top]), ("with all", sorted(measured))):
-            with open_session(captured, settings, verify_inputs=False) as session:
-                result = side_by_side(session, make_stages(), {key: json.loads(key) for key in keys}, settings)
+            with open_runner(captured, settings, verify_inputs=False) as runner:
+                result = side_by_side(runner, make_stages(), {key: json.loads(key) for key in keys}, settings)
             mine = result.configs[top]
             assert result.default is not None and mine.error is None, mine.error
             print(f"repeat {repeat} {label:8s}: default {result.default.median_s * 1e3:.3f} ms, "  # type: ignore[operator]

@@ -143,7 +143,7 @@ def delivered(example: Path, db: Path, runtime: bool, rounds: int, pairs: int,
 
 def tune_and_measure(example: Path, folder: Path, time_s: float, rounds: int, pairs: int) -> dict:
     import xtat
-    from xtat.workload import load_target
+    from xtat.targets import load_target
 
     db = folder / f"{example.stem}.db"
     result = xtat.tune(load_target(f"{example}:make"), db=db, time_s=time_s)

@@ -18,12 +18,15 @@ import json
 import time
 from collections import Counter
 
-from xtat.runner.pool import WorkerFailure
-from xtat.space.curated import BY_PLATFORM
-from xtat.stages.base import Candidate, concretize
+from xtat.runner.protocol import Failed
+from xtat.runner.verify import Tolerance
+from xtat.stages.codegen.curated import BY_PLATFORM
+from xtat.candidate import Candidate
+from xtat.stages.base import concretize
 from xtat.stages.passes import SAFE
 from xtat.suite import FORMS, entries, suite_workload
-from xtat.tuning.session import make_stages, open_session
+from xtat.stages.registry import make_stages
+from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
 from xtat.workload import capture
 
@@ -39,36 +42,31 @@ def sweep(spec: str, passes: bool) -> dict:
     captured = capture(suite_workload(spec))
     stages = make_stages()
     rows = []
-    with open_session(captured, TuneSettings()) as session:
-        worker = session.worker()
+    with open_runner(captured, TuneSettings()) as runner:
+        runner.start()
         configs = codegen_configs()
         if passes:
             # The passes the passes stage offers: those that ran, of the ones it may switch off.
-            configs += [{"passes": {name: True}} for name in session.passes_that_ran(Candidate()) if name in SAFE]
+            configs += [{"passes": {name: True}} for name in runner.passes_that_ran(Candidate()) if name in SAFE]
         for number, config in enumerate(configs):
             candidate = concretize(stages, config)
             row: dict = {"config": config}
-            try:
-                built = session.compile(worker, f"c{number}", candidate)
-                if not built.get("ok"):
-                    row.update(status=built["status"], error=built.get("error", "")[:300])
-                else:
-                    replies = [worker.request("verify", session.measure_deadline_s, id=f"c{number}", input_set=name,
-                                              tolerance={}) for name in ("main", "verify")]
-                    worker.request("release", session.compile_deadline_s, ids=[f"c{number}"])
-                    failed = next((r for r in replies if not r.get("ok")), None)
-                    row.update(status="ok" if failed is None else "wrong_result",
-                               mismatch=None if failed is None else failed.get("mismatch") or failed.get("error"),
-                               rules=sorted({m["rule"] for m in (failed or {}).get("mismatches", [])}),
-                               closest={k: max(r.get("closest", {}).get(k, 0.0) for r in replies)
-                                        for k in ("excess", "spread", "norm")})
-            except WorkerFailure as failure:
-                session.discard()
-                worker = session.worker()
-                row.update(status=failure.status, error=failure.error[:300])
+            built = runner.build(f"c{number}", candidate)
+            if isinstance(built, Failed):
+                row.update(status=built.status.value, error=built.error[:300])
+            else:
+                replies = [runner.verify(f"c{number}", candidate, Tolerance(), input_set=name)
+                           for name in ("main", "verify")]
+                runner.release(f"c{number}", candidate)
+                checks = [r.check for r in replies if r.check is not None]
+                failed = next((r for r in replies if isinstance(r, Failed)), None)
+                row.update(status="ok" if failed is None else failed.status.value,
+                           mismatch=None if failed is None else failed.error,
+                           rules=sorted({m["rule"] for c in checks if not c.verified for m in c.mismatches}),
+                           closest={k: max((c.closest.get(k, 0.0) for c in checks), default=0.0)
+                                    for k in ("excess", "spread", "norm")})
             rows.append(row)
-        budget = getattr(session, "budget", None)
-    return {"workload": spec, "budget": budget.describe() if budget is not None else None, "configs": rows}
+    return {"workload": spec, "budget": runner.budget.describe(), "configs": rows}
 
 
 def main() -> None:

@@ -8,10 +8,10 @@ and restores the file. Not collected by pytest.
 """
 import subprocess, re, pathlib, sys
 M = [
- ("backing trial", "src/xtat/apply/vetting.py", "        if not any(status == \"ok\" and trial_key == key for trial_key, status in trials):", "        if False:", "tests/test_apply.py tests/test_store.py"),
- ("numerics opt-in", "src/xtat/apply/vetting.py", "        elif decision.relaxes_numerics and value != decision.default and not numerics_opt_in:", "        elif False:", "tests/test_apply.py"),
- ("safe passes", "src/xtat/apply/vetting.py", "        if name not in SAFE or not isinstance(value, bool):", "        if False:", "tests/test_apply.py"),
- ("curated options", "src/xtat/apply/vetting.py", "        if decision is None:\n", "        if decision is None and False:\n", "tests/test_apply.py"),
+ ("backing trial", "src/xtat/store/vetting.py", "        if not any(status == \"ok\" and trial_key == key for trial_key, status in trials):", "        if False:", "tests/test_apply.py tests/test_store.py"),
+ ("numerics opt-in", "src/xtat/store/vetting.py", "        elif decision.relaxes_numerics and value != decision.default and not numerics_opt_in:", "        elif False:", "tests/test_apply.py"),
+ ("safe passes", "src/xtat/store/vetting.py", "        if name not in SAFE or not isinstance(value, bool):", "        if False:", "tests/test_apply.py"),
+ ("curated options", "src/xtat/store/vetting.py", "        if decision is None:\n", "        if decision is None and False:\n", "tests/test_apply.py"),
  ("import fingerprint", "src/xtat/store/exchange.py", "        if fingerprint(workload[\"program\"], workload[\"env\"]) != workload[\"fingerprint\"]:", "        if False:", "tests/test_store.py"),
  ("import vetting", "src/xtat/store/exchange.py", "            if result[\"adopted\"]:\n                _vet_adopted", "            if False:\n                _vet_adopted", "tests/test_store.py"),
  ("local first", "src/xtat/store/sqlite.py", "ORDER BY coalesce(json_extract(detail, '$.imported'), 0) = 1, created_at DESC", "ORDER BY id DESC", "tests/test_store.py"),

@@ -23,6 +23,7 @@ from xtat.report import (ConvergenceSeries, Figure, Paragraph, Preformatted, Rep
 from xtat.report.figures import is_png
 from xtat.store.sqlite import Store
 from xtat.suite import SuiteEntry
+from xtat.analysis.ablation import Ablation, Variant
 from xtat.workload import Workload
 
 
@@ -211,9 +212,9 @@ def synthetic_bench_result() -> BenchResult:
                       speedup_ci=(1.2, 1.3), search_speedup=1.4, search_speedup_ci=(1.3, 1.5), adopted=True,
                       message="adopted", config={"program": {"d": 8}},
                       trials={"crash": 1, "ok": 2}, history=history,
-                      ablation={"config": {"program": {"d": 8}}, "stage_shares": {"program": 1.0},
-                                "interaction": 0.0, "variants": {"adopted": {"speedup": 1.25,
-                                                                             "speedup_ci": [1.2, 1.3]}}},
+                      ablation=Ablation("synthetic-a/train", "f" * 64, {"program": {"d": 8}}, 10.0, (9.8, 10.2),
+                                        {"adopted": Variant({"program": {"d": 8}}, 8.0, (7.9, 8.1), 1.25, (1.2, 1.3))},
+                                        {"program": 1.0}, 0.0, 21),
                       roofline=place(peak, {"flops": 1e8, "bytes accessed": 1e7}, 0.010, 0.008)[0])
     kept = Outcome("synthetic-b/train", "synthetic-b", "test", "train", fingerprint="e" * 64, default_ms=5.0,
                    default_ci_ms=(4.9, 5.1), best_ms=5.0, best_ci_ms=(4.9, 5.1), speedup=1.0, speedup_ci=(0.98, 1.03),

@@ -135,7 +135,7 @@ def test_remeasure_reads_back_a_record_covering_every_incumbent(tmp_path):
 
 def test_remeasure_times_each_incumbent_beside_its_own_default_in_its_own_process(tmp_path, monkeypatch):
     from tiny import tiny_mlp
-    from xtat.runner.session import Session
+    from xtat.runner.process import ProcessRunner
 
     configs = [{"codegen": {"xla_backend_optimization_level": 1}}, {"codegen": {"xla_cpu_prefer_vector_width": 128}}]
     history = [{"index": 1, "config": {}, "status": "ok", "median_s": 2.0, "best_s": None, "resumed": False,
@@ -144,14 +144,14 @@ def test_remeasure_times_each_incumbent_beside_its_own_default_in_its_own_proces
     run = RunRecord("w", "sweep", 0, convergence(history), 1.0, (1.0, 1.0), False, wall_s=3.0, default_s=2.0,
                     incumbents=incumbents(history))
     placed: list[tuple[list[str], set[int]]] = []
-    place = Session.place
+    place = ProcessRunner.place
 
     def spy(self, builds, timing, deploy_tolerance=None):
         result = place(self, builds, timing, deploy_tolerance)
-        placed.append(([id for id, _ in builds], {worker.process.pid for _, worker in result[0]}))
+        placed.append(([id for id, _ in builds], {worker.process.pid for _, worker in result.placed}))
         return result
 
-    monkeypatch.setattr(Session, "place", spy)
+    monkeypatch.setattr(ProcessRunner, "place", spy)
     speedups = remeasure(tiny_mlp(), [run], tmp_path, TuneSettings(**FAST))
     assert set(speedups) == {config_key(c) for c in configs}
     assert [len(ids) for ids, _ in placed] == [2, 2]  # the default and one incumbent, twice

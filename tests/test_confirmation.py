@@ -54,11 +54,11 @@ def test_the_adopted_figure_is_the_confirmed_one(db, monkeypatch):
     result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), **FAST)
     assert result.adopted and "through jax.jit in fresh processes" in result.message
     confirmation = result.confirmation
-    assert confirmation["verdict"] == "faster" and confirmation["rounds"] >= FAST["rounds"]
-    assert (result.speedup, list(result.speedup_ci)) == (confirmation["speedup"], list(confirmation["speedup_ci"]))
-    chosen = next(f for f in result.finalists if f["config"] == result.best_config)
-    assert "search_speedup" in chosen and chosen["speedup"] == confirmation["speedup"]
-    assert confirmation["load"]["other_cores"] is not None
+    assert confirmation.verdict is Verdict.FASTER and confirmation.rounds >= FAST["rounds"]
+    assert (result.speedup, result.speedup_ci) == (confirmation.speedup, confirmation.speedup_ci)
+    chosen = next(f for f in result.finalists if f.config == result.best_config)
+    assert chosen.search_speedup is not None and chosen.speedup == confirmation.speedup
+    assert confirmation.load.other_cores is not None
 
 
 @pytest.fixture
@@ -87,5 +87,5 @@ def test_a_win_confirmed_under_load_is_not_adopted_unless_asked(db, monkeypatch,
     settings = {**FAST, "adopt_under_load": False}
     result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), **settings)
     assert not result.adopted and "load-dependent" in result.message and "--adopt-under-load" in result.message
-    assert result.confirmation["verdict"] == "faster" and result.confirmation["load_dependent"]
+    assert result.confirmation.verdict is Verdict.FASTER and result.confirmation.load_dependent
     assert any("under load" in note for note in result.notes)

@@ -20,12 +20,14 @@ from tiny import FAST, mlp, tiny_mlp
 from xtat.model.cost_model import examples, prior, ranking_report
 from xtat.model.features import compile_metrics, decision_features
 from xtat.model.objectives import pareto_front, pareto_indices
-from xtat.runner.session import DEFAULT_ID, Session
+from xtat.runner.base import DEFAULT_ID
+from xtat.runner.process import ProcessRunner
+from xtat.runner.protocol import Compiled
 from xtat.search.gp import GPSearch
 from xtat.search.model import ModelSearch
 from xtat.search.random_search import RandomSearch
 from xtat.space.space import Decision, Space, config_key
-from xtat.stages.base import Candidate
+from xtat.candidate import Candidate
 from xtat.store.sqlite import Store, Trial
 from xtat.tuner import TuneSettings
 from xtat.tuning.adoption import finalize
@@ -187,18 +189,20 @@ def test_learn_from_adds_other_stores_workloads_but_never_this_workload(tmp_path
     b.finish_trial(b.start_trial(mine, b.begin_run(mine, {}), {}, config_key({})), "ok",
                    median_s=known_seconds({}), metrics=FakeBuilder().metrics({}))
     assert prior(b, mine).examples == ()
-    taught = prior(b, mine, learn_from=(str(tmp_path / "a.db"),))
-    assert taught.examples == tuple(synthetic) and len(synthetic) > 70
-    assert {e.workload for e in prior(b, mine, learn_from=(str(tmp_path / "a.db"),) * 2).examples} == {"synthetic"}
+    with Store.open(tmp_path / "a.db", read_only=True) as learned:
+        taught = prior(b, mine, learn_from=(learned,))
+        assert taught.examples == tuple(synthetic) and len(synthetic) > 70
+        assert {e.workload for e in prior(b, mine, learn_from=(learned,) * 2).examples} == {"synthetic"}
 
 
-def test_learn_from_a_missing_store_is_refused_naming_it(tmp_path):
+def test_learn_from_a_missing_store_is_refused_naming_it_before_anything_is_written(tmp_path):
+    db = tmp_path / "xtat.db"
     with pytest.raises(UserError, match=r"--learn-from .*nope\.db: no store there"):
-        TuneSettings(learn_from=(str(tmp_path / "nope.db"),))
+        xtat.tune(tiny_mlp(), db=db, learn_from=(str(tmp_path / "nope.db"),))
     (tmp_path / "notes.txt").write_text("not a database")
     with pytest.raises(UserError, match=r"--learn-from .*notes\.txt: not a store xtat can read"):
-        TuneSettings(learn_from=(str(tmp_path / "notes.txt"),))
-    assert (tmp_path / "notes.txt").read_text() == "not a database"
+        xtat.tune(tiny_mlp(), db=db, learn_from=(str(tmp_path / "notes.txt"),))
+    assert (tmp_path / "notes.txt").read_text() == "not a database" and not db.exists()
 
 
 def test_model_asks_configs_it_can_tell_apart_from_those_timed():
@@ -255,13 +259,13 @@ def test_racing_stops_a_slow_candidate_early_and_never_makes_it_a_finalist(db, m
     trials = store.trials(store.workloads()[0].id)
     default = next(t for t in trials if not t.config)
     raced = [t for t in trials if t.config and t.status == "ok"]
-    assert raced and default.metrics["raced"] is False and len(default.samples) == timing["samples"]
+    assert raced and default.raced is False and len(default.samples) == timing["samples"]
     for t in raced:
-        assert t.metrics["raced"] is True
+        assert t.raced is True
         assert len(t.samples) == TuneSettings().race_min_samples < timing["samples"]
         assert t.median_s > default.median_s * 5
         assert t.metrics["hlo"]["ops"]["dot"] == 3 and t.metrics["memory"]["peak_memory_in_bytes"] > 0
-    assert result.finalists == [] and not result.adopted
+    assert result.finalists == () and not result.adopted
     assert {p["trial"] for p in result.pareto} >= {default.id}
 
 
@@ -272,28 +276,28 @@ def test_a_raced_trial_is_never_a_finalist_even_if_its_partial_median_is_fast(tm
     for config, median, raced in (({}, 1.0, False), ({"codegen": {"a": 1}}, 0.5, True)):
         trial = store.start_trial(workload, run, config, config_key(config))
         store.finish_trial(trial, "ok", median_s=median, ci_low_s=median, ci_high_s=median, exe_hash=str(median),
-                           metrics={"raced": raced})
+                           raced=raced)
     captured = SimpleNamespace(name="w", fingerprint="fp")
     # No finalist means no worker is needed: the session is never touched.
-    summary, spent = finalize(captured, store, None, workload, TuneSettings(), [])  # type: ignore[arg-type]
-    assert summary["finalists"] == [] and not summary["adopted"] and spent == 0.0
+    adoption, spent = finalize(captured, store, None, workload, TuneSettings(), [])  # type: ignore[arg-type]
+    assert adoption.finalists == () and not adoption.adopted and spent == 0.0
 
 
 def test_worker_compile_cache_returns_the_earlier_build(tmp_path):
     captured = capture(tiny_mlp())
-    session = Session(tmp_path, captured.exported, captured.inputs, captured.verify_inputs, lambda program: b"",
-                      60.0, 10.0, 20.0)
+    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, captured.verify_inputs,
+                           lambda program: b"", 60.0, 10.0, 20.0)
     try:
-        worker = session.worker()  # its start compiled the default for the reference outputs
-        first = session.compile(worker, DEFAULT_ID, Candidate())
-        assert first["ok"] and first["cached"] is True
+        runner.start()  # its start compiled the default for the reference outputs
+        first = runner.build(DEFAULT_ID, Candidate())
+        assert isinstance(first, Compiled) and first.cached is True
         options = Candidate(compile_options={"xla_cpu_prefer_vector_width": 512})
-        fresh = session.compile(worker, "a", options)
-        again = session.compile(worker, "b", options)
-        assert fresh["cached"] is False and again["cached"] is True
-        assert again["exe_hash"] == fresh["exe_hash"] and again["compile_s"] == fresh["compile_s"]
+        fresh, again = runner.build("a", options), runner.build("b", options)
+        assert isinstance(fresh, Compiled) and isinstance(again, Compiled)
+        assert fresh.cached is False and again.cached is True
+        assert again.exe_hash == fresh.exe_hash and again.compile_s == fresh.compile_s
     finally:
-        session.close()
+        runner.close()
 
 
 # -- objectives ---------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import xtat
 from tiny import FAST
 from xtat.apply.lookup import Found
 from xtat.arguments import unwrap_jit
-from xtat.workload import load_target
+from xtat.targets import load_target
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 GALLERY = sorted(path.stem for path in EXAMPLES.glob("*.py"))

@@ -32,7 +32,7 @@ import xtat
 import xtat.apply.jit as xtat_jit
 from xtat.apply.lookup import Found, Lookup
 from xtat.build.builder import executable_identity
-from xtat.stages.base import Candidate
+from xtat.candidate import Candidate
 from xtat.workload import canonical_program
 
 OPTIONS = {"xla_cpu_prefer_vector_width": 128, "xla_backend_optimization_level": 2}

@@ -72,9 +72,9 @@ def test_run_applies_nothing_from_an_unvetted_record(db):
 
 
 def test_run_keeps_the_users_xla_flags_and_replaces_a_device_count():
-    from xtat.apply.launch import RuntimePlan
+    from xtat.candidate import ProcessSetup
 
-    env = RuntimePlan(None, 4, ("w",)).environment(
+    env = ProcessSetup(host_devices=4).environment(
         {"XLA_FLAGS": "--xla_cpu_use_thunk_runtime=true --xla_force_host_platform_device_count=8", "HOME": "h"})
     assert env["XLA_FLAGS"].split() == ["--xla_cpu_use_thunk_runtime=true", "--xla_force_host_platform_device_count=4"]
     assert env["HOME"] == "h"

@@ -18,7 +18,8 @@ from tiny import FAST
 from xtat.apply.lookup import Found
 from xtat.compare.runner import load_workloads
 from xtat.errors import UserError
-from xtat.workload import capture, load_target
+from xtat.targets import load_target
+from xtat.workload import capture
 
 OPTIONS = {"xla_cpu_prefer_vector_width": 128, "xla_backend_optimization_level": 1}
 FOUND = {Found.ADOPTED, Found.NOT_ADOPTED}  # the store had a record of this very program
@@ -215,8 +216,13 @@ def test_a_callback_program_without_a_source_says_how_to_make_it_importable():
 
 
 def test_an_adopted_runtime_decision_says_how_to_deploy_it():
+    from xtat.stages.base import concretize
+    from xtat.stages.registry import make_stages
     from xtat.tuning.adoption import deployment_note
 
-    assert "`xtat run -- python" in deployment_note({"runtime": {"cpus": 1}, "codegen": OPTIONS})
-    assert "cpus=1" in deployment_note({"runtime": {"cpus": 1}})
-    assert deployment_note({"codegen": OPTIONS}) == ""
+    def note(config: dict) -> str:
+        return deployment_note(concretize(make_stages(), config))
+
+    assert "`xtat run -- python" in note({"runtime": {"cpus": 1}, "codegen": OPTIONS})
+    assert "(1 CPU(s))" in note({"runtime": {"cpus": 1}})
+    assert note({"codegen": OPTIONS}) == ""

@@ -29,7 +29,7 @@ import xtat
 from tiny import FAST, mlp, tiny_mlp, tiny_nan_max, tiny_target
 from xtat.errors import UserError
 from xtat.space.space import config_id, config_key
-from xtat.store.sqlite import FINAL_STATUSES
+from xtat.status import FINAL_STATUSES
 from xtat.tuner import TuneResult
 
 OPTIONS = ("xla_cpu_opt_preset", "xla_backend_optimization_level", "xla_cpu_prefer_vector_width")
@@ -230,8 +230,8 @@ def test_the_fastest_config_computing_subtly_wrong_numbers_is_rejected_and_the_w
     assert "beyond the element bound (rtol=0.0001 atol=1e-05" in error  # the rule it failed, in the error text
     assert max_abs > 0 and max_rel == pytest.approx(0.01, rel=0.05)  # and the error itself
     assert result.adopted and result.best_config != VICTIM
-    chosen = next(f for f in result.finalists if f["config"] == result.best_config)
-    assert chosen["verified_on_second_inputs"] is True
+    chosen = next(f for f in result.finalists if f.config == result.best_config)
+    assert chosen.verified_on_second_inputs is True
     assert_nothing_lost(db)
 
 
@@ -413,23 +413,23 @@ def test_no_improvement_is_claimed_between_equal_configs_on_a_noisy_machine(tmp_
     builds, with a busy neighbour process: at most 5 may claim a significant speedup."""
     import numpy as np
 
-    from xtat.runner.session import Session
+    from xtat.runner.process import ProcessRunner
     from xtat.runner.timing import TimingPolicy, speedup_ci
-    from xtat.stages.base import Candidate
+    from xtat.candidate import Candidate
     from xtat.tuner import TuneSettings
     from xtat.workload import capture
 
     captured = capture(tiny_mlp())
-    session = Session(tmp_path, captured.exported, captured.inputs, None, lambda program: b"",
-                      startup_deadline_s=120, deadline_factor=10, min_deadline_s=30)
+    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, None, lambda program: b"",
+                           startup_deadline_s=120, deadline_factor=10, min_deadline_s=30)
     neighbour = subprocess.Popen([sys.executable, "-c", "import time\nend=time.time()+600\nwhile time.time()<end: pass"])
     runs, rounds = 100, 11
     try:
-        timing = {**TimingPolicy(min_sample_s=0.003).__dict__}
-        samples = session.interleave([("a", Candidate()), ("b", Candidate())], runs * rounds, timing)
+        samples = runner.interleave([("a", Candidate()), ("b", Candidate())], runs * rounds,
+                                    TimingPolicy(min_sample_s=0.003))
     finally:
         neighbour.kill()
-        session.close()
+        runner.close()
     a, b = np.asarray(samples["a"]).reshape(runs, rounds), np.asarray(samples["b"]).reshape(runs, rounds)
     margin = TuneSettings().tie_margin
     stats = [speedup_ci(list(a[k]), list(b[k]), seed=k) for k in range(runs)]

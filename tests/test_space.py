@@ -7,9 +7,9 @@ import pytest
 
 from xtat.errors import UserError
 from xtat.runner.verify import Tolerance, compare
-from xtat.space import catalog
-from xtat.space.curated import CPU
-from xtat.space.space import codegen_space
+from xtat.stages.codegen import catalog
+from xtat.stages.codegen.curated import CPU
+from xtat.stages.codegen import codegen_space
 
 
 def test_catalog_is_read_from_installed_xla():

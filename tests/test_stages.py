@@ -11,10 +11,11 @@ import xtat
 from tiny import FAST, tiny_mlp
 from xtat.search.sweep import SweepThenRandom
 from xtat.space.space import Decision, Space
-from xtat.stages.base import Candidate, concretize
+from xtat.candidate import Candidate, ProcessSetup
+from xtat.stages.base import concretize
 from xtat.stages.passes import CSE_BARRIER_EXPANDER
 from xtat.store.sqlite import Store
-from xtat.tuner import make_stages
+from xtat.stages.registry import make_stages
 
 
 def _trials(db):
@@ -29,19 +30,19 @@ def test_configs_become_candidates_stage_by_stage():
     assert candidate.compile_options == {"xla_disable_hlo_passes": f"cse,{CSE_BARRIER_EXPANDER}",
                                          "xla_cpu_prefer_vector_width": 128}
     assert candidate.program == {"knob:block": 4}
-    assert dict(candidate.env)["XTAT_CPUS"].count(",") == 0
+    assert candidate.process == ProcessSetup(cpus=1)
     assert concretize(make_stages(), {}) == Candidate()
     devices = concretize(make_stages(), {"runtime": {"host_devices": 2}})
-    assert dict(devices.env) == {"XTAT_HOST_DEVICES": "2"}
+    assert devices.process == ProcessSetup(host_devices=2)
 
 
 def test_the_worker_applies_the_host_device_count_before_jax_starts():
     import subprocess
     import sys
 
-    code = ("from xtat.runner.worker import _apply_runtime; _apply_runtime(); import jax, os; "
-            "print(jax.local_device_count('cpu'), os.environ['XLA_FLAGS'])")
-    env = {**__import__("os").environ, "XTAT_HOST_DEVICES": "3",
+    code = ("from xtat.candidate import ProcessSetup; ProcessSetup.from_environment().enter(); "
+            "import jax, os; print(jax.local_device_count('cpu'), os.environ['XLA_FLAGS'])")
+    env = {**__import__("os").environ, **ProcessSetup(host_devices=3).variables(),
            "XLA_FLAGS": "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=5"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     # The tuned count replaces any earlier one; the user's other flags stay.
@@ -126,14 +127,15 @@ def test_explain_reports_each_stage_share(db, monkeypatch):
     from xtat.tuner import TuneSettings
 
     report = explain(tiny_mlp(), db=db, settings=TuneSettings(rounds=5, min_sample_s=0.005))
-    assert set(report["variants"]) == {"adopted", "without codegen", "without runtime"}
-    assert report["variants"]["adopted"]["speedup_ci"][0] > 1.0
-    assert set(report["stage_shares"]) == {"codegen", "runtime"}
+    assert set(report.variants) == {"adopted", "without codegen", "without runtime"}
+    assert report.variants["adopted"].speedup_ci[0] > 1.0
+    assert set(report.stage_shares) == {"codegen", "runtime"}
+    assert type(report).from_json(report.to_json()) == report
 
 
 def test_jit_names_the_runtime_environment_it_was_not_tuned_under():
-    from xtat.apply.lookup import runtime_mismatch
+    import jax
 
-    assert runtime_mismatch(Candidate(env=(("XTAT_HOST_DEVICES", "1"),))) is None
-    message = runtime_mismatch(Candidate(env=(("XTAT_HOST_DEVICES", "4"),)))
+    assert ProcessSetup(host_devices=1).mismatch(jax.local_device_count("cpu")) is None
+    message = ProcessSetup(host_devices=4).mismatch(jax.local_device_count("cpu"))
     assert "4 host device(s)" in message and "xtat run --" in message

@@ -8,6 +8,8 @@ import sqlite3
 import pytest
 
 from xtat.errors import StoreError, UserError
+from xtat.space.space import config_key
+from xtat.status import TrialStatus
 from xtat.store.sqlite import SCHEMA_VERSION, Store
 from xtat.workload import fingerprint
 
@@ -91,6 +93,7 @@ def test_a_version_1_file_is_upgraded_in_place_with_its_rows_unchanged(tmp_path)
     db = tmp_path / "v1.db"
     _filled(db).close()
     with sqlite3.connect(db) as con:  # make it what xtat 0.1 with schema 1 wrote
+        con.execute("ALTER TABLE trials DROP COLUMN raced")
         con.execute("ALTER TABLE trials DROP COLUMN metrics")
         con.execute("DROP TABLE machine")
         con.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
@@ -101,8 +104,24 @@ def test_a_version_1_file_is_upgraded_in_place_with_its_rows_unchanged(tmp_path)
     store.close()
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
-        assert [row[:-1] for row in con.execute("SELECT * FROM trials ORDER BY id")] == before
-        assert all(row[-1] is None for row in con.execute("SELECT * FROM trials"))
+        assert [row[:-2] for row in con.execute("SELECT * FROM trials ORDER BY id")] == before
+        assert all(row[-2:] == (None, 0) for row in con.execute("SELECT * FROM trials"))
+
+
+def test_a_version_2_file_moves_raced_from_the_metrics_to_its_column(tmp_path):
+    db = tmp_path / "v2.db"
+    store = _filled(db)
+    wid = store.workloads()[0].id
+    slow = store.start_trial(wid, None, {"codegen": {"x": 1}}, config_key({"codegen": {"x": 1}}))
+    store.finish_trial(slow, TrialStatus.OK, median_s=2.0)
+    store.close()
+    with sqlite3.connect(db) as con:  # what schema 2 wrote: no column, a metrics entry
+        con.execute("ALTER TABLE trials DROP COLUMN raced")
+        con.execute("UPDATE trials SET metrics=? WHERE id=?", (json.dumps({"raced": True}), slow))
+        con.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    store = Store.open(db)
+    assert {t.id: t.raced for t in store.trials(wid)}[slow] is True
+    assert sum(t.raced for t in store.trials(wid)) == 1
 
 
 def test_trial_metrics_round_trip_through_export_and_import(tmp_path):

@@ -14,7 +14,8 @@ import xtat
 from tiny import FAST, tiny_mlp, tiny_nan_max
 from xtat.errors import UserError
 from xtat.space.space import config_id
-from xtat.store.sqlite import FINAL_STATUSES, Store
+from xtat.status import FINAL_STATUSES
+from xtat.store.sqlite import Store
 from xtat.tuner import TuneSettings
 
 OPTIONS = ("xla_cpu_opt_preset", "xla_backend_optimization_level", "xla_cpu_prefer_vector_width")
@@ -108,8 +109,8 @@ def test_significantly_faster_candidate_is_adopted_after_reverification(db, monk
     result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), **FAST)
     assert result.adopted and result.speedup_ci[0] > 1.0
     assert result.best_config != {}
-    chosen = next(f for f in result.finalists if f["config"] == result.best_config)
-    assert chosen["verified_on_second_inputs"] is True
+    chosen = next(f for f in result.finalists if f.config == result.best_config)
+    assert chosen.verified_on_second_inputs is True
     store = Store.open(db, read_only=True)
     latest = store.latest_result(store.workloads()[0].id)
     assert latest.adopted and latest.config == result.best_config

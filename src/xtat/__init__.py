@@ -1,23 +1,40 @@
-"""xtat: an autotuner for the XLA compiler as used through JAX."""
+"""xtat: an autotuner for the XLA compiler as used through JAX.
+
+The public API: `tune` a `Workload` (optionally with `TuneSettings`; it returns a
+`TuneResult`), apply the result with `jit`, a drop-in for `jax.jit`, and declare program-level
+choices with `knob`. Everything else is private until a user needs it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from xtat.workload import Workload
 
-__all__ = ["Workload", "tune", "jit", "knob"]
+if TYPE_CHECKING:  # what static tools see; at run time the names below load on first use
+    from xtat.apply.jit import jit
+    from xtat.stages.program.knobs import knob
+    from xtat.tuner import tune
+    from xtat.tuning.result import TuneResult
+    from xtat.tuning.settings import TuneSettings
+
+__all__ = ["TuneResult", "TuneSettings", "Workload", "jit", "knob", "tune"]
 __version__ = "0.1.0"
 
+_LAZY = {
+    "tune": "xtat.tuner",
+    "jit": "xtat.apply.jit",
+    "knob": "xtat.stages.program.knobs",
+    "TuneSettings": "xtat.tuning.settings",
+    "TuneResult": "xtat.tuning.result",
+}
 
-def __getattr__(name: str):
+
+def __getattr__(name: str) -> Any:
     # Lazy so that `import xtat` stays cheap for worker processes and the CLI.
-    if name == "tune":
-        from xtat.tuner import tune
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'xtat' has no attribute {name!r}")
+    import importlib
 
-        return tune
-    if name == "knob":
-        from xtat.stages.program.knobs import knob
-
-        return knob
-    if name == "jit":
-        from xtat.apply.jit import jit
-
-        return jit
-    raise AttributeError(name)
+    return getattr(importlib.import_module(module), name)

@@ -10,28 +10,37 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Callable
+from contextlib import ExitStack
+from typing import Callable, ContextManager, Sequence
 
+from xtat.errors import StoreError, UserError
 from xtat.model.objectives import pareto_front
 from xtat.runner.load import LoadMonitor
-from xtat.runner.session import Session
+from xtat.runner.base import Runner
 from xtat.space.space import config_key
 from xtat.stages.base import Context
+from xtat.store.base import Storage
 from xtat.store.sqlite import Store, Trial
 from xtat.tuning.adoption import finalize
 from xtat.tuning.loop import SearchLoop, formulate
 from xtat.tuning.result import TrialEvent, TuneResult
-from xtat.tuning.session import make_stages, open_session, rewritten_exporter
+from xtat.stages.registry import make_stages
+from xtat.tuning.session import open_runner, rewritten_exporter
 from xtat.tuning.settings import FORMULATIONS, TuneSettings
 from xtat.workload import Capture, Workload, capture
 
-__all__ = ["FORMULATIONS", "TrialEvent", "TuneResult", "TuneSettings", "make_stages", "rewritten_exporter", "tune"]
+__all__ = ["FORMULATIONS", "TrialEvent", "TuneResult", "TuneSettings", "rewritten_exporter", "tune"]
+
+
+# How a run gets its runner: given the captured workload and the settings, a context manager
+# that yields a Runner and stops its machinery on exit (`tuning.session.open_runner`: worker processes).
+RunnerFactory = Callable[[Capture, TuneSettings], ContextManager[Runner]]
 
 
 def _counts(trials: list[Trial]) -> dict[str, int]:
-    return dict(sorted(Counter(t.status for t in trials).items()))
+    return dict(sorted(Counter(t.status.value for t in trials).items()))
 
 
 def tune(
@@ -40,36 +49,49 @@ def tune(
     db: str | Path | None = None,
     settings: TuneSettings | None = None,
     on_trial: Callable[[TrialEvent], None] | None = None,
+    runner: RunnerFactory = open_runner,
     **overrides,
 ) -> TuneResult:
     """Tune `workload` and record every attempt; returns the (maybe adopted) result.
 
-    Keyword overrides are TuneSettings fields: `xtat.tune(w, budget=20, seed=1)`.
+    Keyword overrides are TuneSettings fields: `xtat.tune(w, budget=20, seed=1)`. `runner`
+    opens what builds and times candidates (by default worker processes on this machine).
     """
     settings = settings or TuneSettings(**overrides)
     started = time.perf_counter()
-    captured = capture(workload)
-    if "codegen" in settings.stages:  # bad --options fail here, before anything is written
-        from xtat.space.space import codegen_space
+    with ExitStack() as stack:
+        # Bad --learn-from stores and --options fail here, before anything is written.
+        learn_from = [stack.enter_context(_learn_from(path)) for path in settings.learn_from]
+        captured = capture(workload)
+        if "codegen" in settings.stages:
+            from xtat.stages.codegen import codegen_space
 
-        codegen_space(captured.identity.env["platform"], settings.allow_numerics_change, settings.options)
-    store = Store.open(db)
+            codegen_space(captured.identity.env["platform"], settings.allow_numerics_change, settings.options)
+        store = stack.enter_context(Store.open(db))
+        opened = stack.enter_context(runner(captured, settings))
+        return _tune(captured, store, opened, settings, started, on_trial, learn_from)
+
+
+def _learn_from(path: str) -> Store:
+    """A --learn-from store, opened read only (nothing is written to it)."""
+    if not Path(path).is_file():
+        raise UserError(f"--learn-from {path}: no store there; name the database file of an earlier tuning run "
+                        "(xtat tune --db)")
     try:
-        with open_session(captured, settings) as session:
-            return _tune(captured, store, session, settings, started, on_trial)
-    finally:
-        store.close()
+        return Store.open(path, read_only=True)
+    except StoreError as exc:
+        raise UserError(f"--learn-from {path}: not a store xtat can read ({exc})") from exc
 
 
-def _tune(captured: Capture, store: Store, session: Session, settings: TuneSettings, started: float,
-          on_trial: Callable[[TrialEvent], None] | None) -> TuneResult:
+def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSettings, started: float,
+          on_trial: Callable[[TrialEvent], None] | None, learn_from: Sequence[Storage]) -> TuneResult:
     # A workload not seen before must build and run under the default before
     # anything is written, so that a broken one leaves no row. A recorded one
     # starts its worker only when something new is to be measured.
     known = store.workload(captured.fingerprint)
     default_trial = store.trial(known.id, config_key({})) if known else None
     if default_trial is None or default_trial.status != "ok":
-        session.worker()
+        runner.start()
 
     identity = captured.identity
     workload_id = store.upsert_workload(
@@ -81,39 +103,43 @@ def _tune(captured: Capture, store: Store, session: Session, settings: TuneSetti
     searched = [stage for stage in stages if stage.name in settings.stages]
     workload = captured.workload
     context = Context(*workload.bound(), identity.env["platform"],
-                      settings.allow_numerics_change, settings.options, session.passes_that_ran)
-    search = SearchLoop(store, session, workload_id, run_id, settings, stages, on_trial)
-    monitor = LoadMonitor(session.pids)
+                      settings.allow_numerics_change, settings.options, runner.passes_that_ran)
+    search = SearchLoop(store, runner, workload_id, run_id, settings, stages, on_trial, learn_from)
+    monitor = LoadMonitor(runner.pids)
     search.consider({})  # the default first, always
     formulate(search, searched, context, settings)
     search_load = monitor.report()
 
     latest = store.latest_result(workload_id)
+    call = dict(trials={}, new_trials=search.new_trials, wall_s=0.0, worker_s=0.0, db=str(store.path))
     if search.new_trials == 0 and latest is not None and "summary" in latest.detail:
         # Nothing new was measured: the recorded decision stands (a rerun is a no-op).
-        summary = {**latest.detail["summary"], "message": latest.detail["summary"]["message"] + " (recorded)"}
+        recorded = TuneResult.from_decision(latest.detail["summary"], **call)
+        result = recorded.with_message(recorded.message + " (recorded)")
     else:
-        summary, spent = finalize(captured, store, session, workload_id, settings, stages)
+        adoption, spent = finalize(captured, store, runner, workload_id, settings, stages)
         search.worker_s += spent
-        summary["no_ops"] = search.no_ops
-        summary["notes"] = [f"{stage.name} stage left out: {stage.unavailable}" for stage in searched
-                            if getattr(stage, "unavailable", None)]
-        summary["notes"] += [f"{len(ids)} decision(s) inactive, they need {needs} which was not searchable "
-                             f"then: {', '.join(ids[:3])}{' ...' if len(ids) > 3 else ''}"
-                             for needs, ids in search.inactive.items()]
-        summary["search_load"] = search_load.to_json()
+        notes = [note for stage in searched for note in stage.notes()]
+        notes += [f"{len(ids)} decision(s) inactive, they need {needs} which was not searchable "
+                  f"then: {', '.join(ids[:3])}{' ...' if len(ids) > 3 else ''}"
+                  for needs, ids in search.inactive.items()]
         if search_load.other_cores is not None and search_load.other_cores >= settings.load_threshold_cores:
-            summary["notes"].append(f"the search ran under load: {search_load.describe()}")
-        if session.budget.widened:  # a chaotic program: say how much its outputs may move
-            summary["notes"].append(f"verification budget {session.budget.describe()}")
-        speedup = (summary["speedup"], *summary["speedup_ci"]) if summary["finalists"] else None
-        store.add_result(workload_id, run_id, summary["adopted"], summary["best_config"],
-                         summary["default_ms"] / 1e3, summary["best_ms"] / 1e3, speedup,
-                         {"summary": summary, "verification": session.budget.to_json()})
+            notes.append(f"the search ran under load: {search_load.describe()}")
+        if runner.budget.widened:  # a chaotic program: say how much its outputs may move
+            notes.append(f"verification budget {runner.budget.describe()}")
+        best = adoption.best
+        result = TuneResult(
+            workload=captured.name, fingerprint=captured.fingerprint, default_ms=adoption.default_ms,
+            default_ci_ms=adoption.default_ci_ms, best_ms=adoption.best_ms, best_ci_ms=adoption.best_ci_ms,
+            speedup=adoption.speedup, speedup_ci=adoption.speedup_ci, adopted=adoption.adopted,
+            best_config=best.config if adoption.adopted and best else {}, message=adoption.message,
+            finalists=adoption.finalists, no_ops=list(search.no_ops), notes=notes,
+            confirmation=best.confirmation if best else None, search_load=search_load, **call)
+        speedup = (result.speedup, *result.speedup_ci) if result.finalists else None
+        store.add_result(workload_id, run_id, result.adopted, result.best_config, result.default_ms / 1e3,
+                         result.best_ms / 1e3, speedup,  # type: ignore[arg-type]
+                         {"summary": result.decision_json(), "verification": runner.budget.to_json()})
     store.finish_run(run_id, "finished")
-    summary = {**summary, "default_ci_ms": tuple(summary["default_ci_ms"]),
-               "best_ci_ms": tuple(summary["best_ci_ms"]), "speedup_ci": tuple(summary["speedup_ci"])}
     pareto = pareto_front(store.trials(workload_id), settings.objectives) if len(settings.objectives) > 1 else []
-    return TuneResult(**summary, trials=_counts(store.trials(workload_id)), new_trials=search.new_trials,
-                      history=search.history, pareto=pareto,
-                      wall_s=time.perf_counter() - started, worker_s=search.worker_s, db=str(store.path))
+    return replace(result, trials=_counts(store.trials(workload_id)), history=search.history, pareto=pareto,
+                   wall_s=time.perf_counter() - started, worker_s=search.worker_s)

@@ -8,18 +8,14 @@ that worker processes can compile without importing the user's code.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
-import importlib
-import importlib.util
 import json
 import os
 import platform
 import re
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import jax
@@ -28,7 +24,7 @@ import numpy as np
 
 from xtat.arguments import (JIT_ARGUMENT_OPTIONS, InputLeaf, Statics, export_flat, filtered_call, input_leaves,
                              partition, unwrap_jit)
-from xtat.build.source import Source
+from xtat.source import Source
 from xtat.errors import UserError
 
 
@@ -106,7 +102,7 @@ def environment_identity() -> dict[str, str]:
     compute capability and the CUDA runtime, driver and cuDNN versions. Also the platform version and the XLA flags in force,
     less the host device count, which is a runtime decision of its own.
     """
-    from xtat.stages.runtime import HOST_DEVICES_FLAG
+    from xtat.candidate import HOST_DEVICES_FLAG
 
     device = jax.devices()[0]
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(HOST_DEVICES_FLAG + "=")]
@@ -333,74 +329,3 @@ def _same_statics(a: tuple, b: tuple) -> bool:
         return bool(a == b)
     except Exception:  # a static value whose == is not a bool: unequal unless identical
         return all(x is y for x, y in zip(a, b)) and len(a) == len(b)
-
-
-def load_target(target: str, name: str | None = None) -> Workload:
-    """Resolve `suite:NAME[/FORM]`, `package.module:attr` or `path/to/file.py:attr` to a Workload.
-
-    attr may name a Workload, or a zero-argument callable returning a Workload
-    or an `(fn, args)` pair. A workload without a name of its own is named
-    after where it came from, `module:attr` or `file-stem:attr`; `name`
-    overrides both.
-    """
-    workload = _load_target(target)
-    if not target.startswith("suite:") and workload.source is None:
-        where, _, attr = target.rpartition(":")
-        is_file = where.endswith(".py") or "/" in where
-        workload = dataclasses.replace(workload, source=f"{Path(where).resolve()}:{attr}" if is_file else target)
-    if name:
-        return dataclasses.replace(workload, name=name)
-    return workload
-
-
-def target_name(target: str) -> str:
-    """`pkg.mod:attr` as it is; `path/to/file.py:attr` as `file:attr`."""
-    where, _, attr = target.rpartition(":")
-    return f"{Path(where).stem}:{attr}" if where.endswith(".py") or "/" in where else target
-
-
-def _load_target(target: str) -> Workload:
-    if target.startswith("suite:"):
-        from xtat.suite import suite_workload
-
-        return suite_workload(target.removeprefix("suite:"))
-    if ":" not in target:
-        raise UserError(
-            f"TARGET {target!r} must look like 'suite:NAME/FORM', 'package.module:attr' or 'path/to/file.py:attr'"
-        )
-    where, attr = target.rsplit(":", 1)
-    try:
-        if where.endswith(".py") or "/" in where:
-            path = Path(where)
-            if not path.is_file():
-                raise UserError(f"TARGET file {where!r} does not exist")
-            spec = importlib.util.spec_from_file_location(f"xtat_target_{path.stem}", path)
-            assert spec and spec.loader
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = module
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(where)
-    except UserError:
-        raise
-    except Exception as exc:
-        raise UserError(f"TARGET {target!r} does not import: {type(exc).__name__}: {exc}") from exc
-    if not hasattr(module, attr):
-        raise UserError(f"TARGET {target!r}: module {where!r} has no attribute {attr!r}")
-    obj = getattr(module, attr)
-    if not isinstance(obj, Workload) and callable(obj):
-        try:
-            obj = obj()
-        except TypeError as exc:
-            raise UserError(
-                f"TARGET {target!r} is a callable but not a zero-argument one ({exc}); "
-                "name a Workload or a function that returns one"
-            ) from exc
-    if isinstance(obj, tuple) and len(obj) == 2 and callable(obj[0]):
-        obj = Workload(fn=obj[0], args=tuple(obj[1]))
-    if not isinstance(obj, Workload):
-        raise UserError(
-            f"TARGET {target!r} is a {type(obj).__name__}, not a workload; name an xtat.Workload "
-            "or a zero-argument callable returning a Workload or (fn, args)"
-        )
-    return obj if obj.name else dataclasses.replace(obj, name=target_name(target))

@@ -10,12 +10,16 @@ interaction.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from xtat.errors import UserError
-from xtat.stages.base import STAGE_ORDER
+from xtat.space.space import Config
+from xtat.stages.registry import STAGE_ORDER
 from xtat.store.sqlite import Store
-from xtat.tuning.session import make_stages, open_session
+from xtat.stages.registry import make_stages
+from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
 from xtat.workload import Workload, capture
@@ -23,15 +27,65 @@ from xtat.workload import Workload, capture
 FULL = "adopted"
 
 
-def explain(workload: Workload, db: str | Path | None = None, settings: TuneSettings | None = None) -> dict:
+@dataclass(frozen=True)
+class Variant:
+    """The adopted config, or it without one stage's decisions, measured beside the default."""
+
+    config: Config
+    median_ms: float | None = None
+    ci_ms: tuple[float, float] | None = None
+    speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    error: str | None = None  # set (and nothing else) when it did not build
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"config": self.config, "error": self.error}
+        return {"config": self.config, "median_ms": self.median_ms, "ci_ms": list(self.ci_ms or ()),
+                "speedup": self.speedup, "speedup_ci": list(self.speedup_ci or ())}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Variant":
+        if "error" in data:
+            return cls(data["config"], error=data["error"])
+        return cls(data["config"], data["median_ms"], tuple(data["ci_ms"]),  # type: ignore[arg-type]
+                   data["speedup"], tuple(data["speedup_ci"]))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """Each stage's share of an adopted speedup (`xtat explain`)."""
+
+    workload: str
+    fingerprint: str
+    config: Config
+    default_ms: float
+    default_ci_ms: tuple[float, float]
+    variants: dict[str, Variant]  # "adopted" and "without STAGE" for each stage in the config
+    stage_shares: dict[str, float]  # (S_full - S_without) / (S_full - 1), by stage
+    interaction: float  # 1 - the sum of the shares
+    rounds: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workload": self.workload, "fingerprint": self.fingerprint, "config": self.config,
+                "default_ms": self.default_ms, "default_ci_ms": list(self.default_ci_ms),
+                "variants": {name: v.to_json() for name, v in self.variants.items()},
+                "stage_shares": self.stage_shares, "interaction": self.interaction, "rounds": self.rounds}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Ablation":
+        return cls(data["workload"], data["fingerprint"], data["config"], data["default_ms"],
+                   tuple(data["default_ci_ms"]),  # type: ignore[arg-type]
+                   {name: Variant.from_json(v) for name, v in data["variants"].items()},
+                   dict(data["stage_shares"]), data["interaction"], data["rounds"])
+
+
+def explain(workload: Workload, db: str | Path | None = None, settings: TuneSettings | None = None) -> Ablation:
     settings = settings or TuneSettings()
     captured = capture(workload)
-    store = Store.open(db, read_only=True)
-    try:
+    with Store.open(db, read_only=True) as store:
         record = store.workload(captured.fingerprint)
         result = store.latest_result(record.id) if record else None
-    finally:
-        store.close()
     if result is None or not result.adopted:
         raise UserError(f"{captured.name}: no adopted config in the store for this program and versions; "
                         "run `xtat tune` first (nothing to explain)")
@@ -39,23 +93,20 @@ def explain(workload: Workload, db: str | Path | None = None, settings: TuneSett
     variants = {FULL: config}
     for stage in (s for s in STAGE_ORDER if s in config):
         variants[f"without {stage}"] = {k: v for k, v in config.items() if k != stage}
-    with open_session(captured, settings, verify_inputs=False, prefix="xtat-explain-") as session:
-        measured = side_by_side(session, make_stages(), variants, settings)
+    with open_runner(captured, settings, verify_inputs=False, prefix="xtat-explain-") as runner:
+        measured = side_by_side(runner, make_stages(), variants, settings)
     if measured.default is None:
         raise UserError(f"{captured.name}: the default failed to build; nothing to compare against")
     rows = {}
     for name, m in measured.configs.items():
-        rows[name] = {"config": m.config, "error": m.error} if m.error else {
-            "config": m.config, "median_ms": m.median_s * 1e3, "ci_ms": [x * 1e3 for x in m.ci_s],  # type: ignore
-            "speedup": m.speedup, "speedup_ci": list(m.speedup_ci)}  # type: ignore[arg-type]
-    full = rows[FULL].get("speedup", 1.0)
+        rows[name] = Variant(m.config, error=m.error) if m.error or m.median_s is None or m.ci_s is None else \
+            Variant(m.config, m.median_s * 1e3, (m.ci_s[0] * 1e3, m.ci_s[1] * 1e3), m.speedup, m.speedup_ci)
+    full = rows[FULL].speedup or 1.0
     shares = {}
     for name, row in rows.items():
-        if name != FULL and "speedup" in row and full != 1.0:
-            shares[name.removeprefix("without ")] = (full - row["speedup"]) / (full - 1.0)
+        if name != FULL and row.speedup is not None and full != 1.0:
+            shares[name.removeprefix("without ")] = (full - row.speedup) / (full - 1.0)
     d = measured.default
-    return {"workload": captured.name, "fingerprint": captured.fingerprint, "config": config,
-            "default_ms": d.median_s * 1e3, "default_ci_ms": [x * 1e3 for x in d.ci_s],  # type: ignore
-            "variants": rows,
-            "stage_shares": shares, "interaction": 1.0 - sum(shares.values()) if shares else 0.0,
-            "rounds": settings.rounds}
+    assert d.median_s is not None and d.ci_s is not None
+    return Ablation(captured.name, captured.fingerprint, config, d.median_s * 1e3, (d.ci_s[0] * 1e3, d.ci_s[1] * 1e3),
+                    rows, shares, 1.0 - sum(shares.values()) if shares else 0.0, settings.rounds)

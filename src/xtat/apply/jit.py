@@ -38,7 +38,7 @@ from jax._src import core
 
 from xtat.apply import nesting
 from xtat.arguments import Statics, filtered_call, filtered_result, partition, unwrap_jit
-from xtat.apply.lookup import Found, Lookup, lookup, mark_rejected, runtime_mismatch
+from xtat.apply.lookup import Found, Lookup, lookup, mark_rejected
 from xtat.workload import Identity
 
 def _aval(leaf: Any) -> Hashable:
@@ -145,7 +145,7 @@ class Jitted:
         found = lookup(Identity.of(staged.lower()), self._db)
         self._staged[key] = staged
         if found.found is Found.ADOPTED:
-            mismatch = runtime_mismatch(found.candidate)
+            mismatch = found.candidate.process.mismatch(jax.local_device_count("cpu"))
             if mismatch:
                 self._warn(mismatch)
         elif found.found is not Found.NOT_ADOPTED:

@@ -8,14 +8,13 @@ a `Lookup` with a reason and no options.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from xtat.errors import StoreError
 from xtat.space.space import config_key
-from xtat.stages.base import Candidate
+from xtat.candidate import Candidate
 from xtat.store.sqlite import Result, Store, WorkloadRecord, default_path
 from xtat.workload import Identity
 
@@ -92,7 +91,7 @@ class Unvetted(Exception):
 
 def vetted(store: Store, record: WorkloadRecord, result: Result) -> Candidate:
     """What an adopted result asks of production, once vetted (`vetting.py`); Unvetted otherwise."""
-    from xtat.apply.vetting import refusals
+    from xtat.store.vetting import refusals
 
     found = refusals(result.config, str(record.env.get("platform", "")), store.run_settings(result.run_id),
                      [(t.config_key, t.status) for t in store.trials(record.id)])
@@ -104,31 +103,9 @@ def vetted(store: Store, record: WorkloadRecord, result: Result) -> Candidate:
 def deployment(config: dict) -> Candidate:
     """What an adopted config asks of production: rewrites, compile options, environment."""
     from xtat.stages.base import concretize
-    from xtat.tuner import make_stages
+    from xtat.stages.registry import make_stages
 
     return concretize(make_stages(), config)
-
-
-def runtime_mismatch(candidate: Candidate) -> str | None:
-    """How this process differs from the tuned runtime environment, if it does."""
-    import jax
-
-    from xtat.stages.runtime import ENV_CPUS, ENV_HOST_DEVICES
-
-    env = dict(candidate.env)
-    differences = []
-    cpus = env.get(ENV_CPUS)
-    if cpus is not None and len(cpus.split(",")) != len(os.sched_getaffinity(0)):
-        differences.append(f"tuned with {len(cpus.split(','))} CPU(s), this process has "
-                           f"{len(os.sched_getaffinity(0))}")
-    devices = env.get(ENV_HOST_DEVICES)
-    if devices is not None and int(devices) != jax.local_device_count("cpu"):
-        differences.append(f"tuned with {devices} host device(s), this process has "
-                           f"{jax.local_device_count('cpu')}")
-    if not differences:
-        return None
-    return ("; ".join(differences) + ": a process cannot change these once jax has started; "
-            "start it with `xtat run -- python your_script.py ...`, which sets them")
 
 
 def mark_rejected(db: str | Path | None, result_id: int | None, reason: str) -> None:

@@ -23,7 +23,7 @@ from enum import Enum
 
 from xtat.apply.lookup import Unvetted, vetted
 from xtat.errors import UserError
-from xtat.stages.runtime import ENV_CPUS, ENV_HOST_DEVICES, HOST_DEVICES_FLAG
+from xtat.candidate import HOST_DEVICES_FLAG
 from xtat.store.sqlite import Store
 
 # Set on ExecutableBuildOptions, not DebugOptions: compiler_options takes them, XLA_FLAGS does not.
@@ -64,12 +64,7 @@ def collect(store: Store, workload: str | None = None) -> list[PresetEntry]:
         except Unvetted as refusal:
             raise UserError(f"workload {record.name!r} [{record.fingerprint[:12]}]: its adopted config is refused ({refusal}); "
                             "nothing was written") from None
-        env = dict(candidate.env)
-        environment: dict[str, object] = {}
-        if ENV_CPUS in env:
-            environment["cpu_count"] = len(env[ENV_CPUS].split(","))
-        if ENV_HOST_DEVICES in env:
-            environment["host_device_count"] = int(env[ENV_HOST_DEVICES])
+        environment: dict[str, object] = dict(candidate.process.to_json())
         entry = PresetEntry(record.name, record.fingerprint, dict(candidate.compile_options), dict(candidate.program),
                             environment, dict(record.env), result.speedup, (result.speedup_low, result.speedup_high))
         earlier = entries.get(record.name)

@@ -22,11 +22,13 @@ from typing import Callable
 
 import numpy as np
 
+from xtat.analysis.ablation import Ablation
 from xtat.bench.roofline import MachinePeak, RooflinePlacement, machine_peak, place
 from xtat.errors import UserError
 from xtat.store.sqlite import Store, default_path
 from xtat.suite import FORMS, SIZES, SuiteEntry, entries
 from xtat.workload import Workload
+from xtat.status import TrialStatus
 
 CAMPAIGN_FILE = "bench.json"
 
@@ -88,7 +90,7 @@ class Outcome:
     wall_s: float = 0.0
     history: tuple[dict, ...] = ()  # this run's configs in order: status, median_s, spent_s
     cost: dict[str, float] = field(default_factory=dict)  # cost analysis of the default program
-    ablation: dict | None = None  # xtat.analysis.ablation.explain() of the adopted config
+    ablation: Ablation | None = None  # xtat.analysis.ablation.explain() of the adopted config
     ablation_error: str | None = None
     roofline: RooflinePlacement | None = None
     roofline_left_out: str | None = None  # why the workload is not on the roofline
@@ -104,6 +106,8 @@ class Outcome:
         values["history"] = tuple(values.get("history", ()))
         if values.get("roofline"):
             values["roofline"] = RooflinePlacement(**values["roofline"])
+        if values.get("ablation"):
+            values["ablation"] = Ablation.from_json(values["ablation"])
         return cls(**values)
 
     @property
@@ -120,10 +124,11 @@ class Outcome:
         return self.best_ms if self.adopted else self.default_ms
 
     def failures(self) -> dict[str, int]:
-        return {status: n for status, n in self.trials.items() if status not in ("ok", "duplicate")}
+        return {status: n for status, n in self.trials.items() if not TrialStatus(status).measured}
 
     def to_json(self) -> dict:
-        return {**asdict(self), "delivered_speedup": self.delivered_speedup if self.tuned else None}
+        return {**asdict(self), "ablation": self.ablation.to_json() if self.ablation else None,
+                "delivered_speedup": self.delivered_speedup if self.tuned else None}
 
 
 @dataclass(frozen=True)
@@ -270,7 +275,7 @@ def tune_entry(entry: SuiteEntry, form: str, settings: BenchSettings, db: Path, 
 
 def _tuned(base: dict, result, db: Path) -> Outcome:
     """The outcome of a TuneResult, with the default program's cost analysis from the store."""
-    confirmed = next((f for f in result.finalists if "search_speedup" in f), {})
+    confirmed = result.confirmed
     store = Store.open(db, read_only=True)
     try:
         record = store.workload(result.fingerprint)
@@ -280,8 +285,8 @@ def _tuned(base: dict, result, db: Path) -> Outcome:
     return Outcome(
         **base, fingerprint=result.fingerprint, default_ms=result.default_ms, default_ci_ms=result.default_ci_ms,
         best_ms=result.best_ms, best_ci_ms=result.best_ci_ms, speedup=result.speedup, speedup_ci=result.speedup_ci,
-        search_speedup=confirmed.get("search_speedup"),
-        search_speedup_ci=tuple(confirmed["search_speedup_ci"]) if confirmed else None,  # type: ignore[arg-type]
+        search_speedup=confirmed.search_speedup if confirmed else None,
+        search_speedup_ci=confirmed.search_speedup_ci if confirmed else None,
         adopted=result.adopted, message=result.message, config=result.best_config, trials=result.trials,
         new_trials=result.new_trials,
         history=tuple({"status": e.status, "median_s": e.median_s, "spent_s": e.spent_s} for e in result.history),

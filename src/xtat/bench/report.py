@@ -101,16 +101,15 @@ def _ablation(outcomes: tuple[Outcome, ...]) -> Section:
     if explained:
         rows = []
         for name, a in explained:
-            shares = ", ".join(f"{stage} {share:.0%}" for stage, share in a["stage_shares"].items())
-            full = a["variants"].get("adopted", {})
-            ci = tuple(full["speedup_ci"]) if "speedup_ci" in full else None
-            rows.append((name, _interval(full.get("speedup"), ci), shares or "-", f"{a['interaction']:.0%}",
-                         json.dumps(a["config"])))
+            shares = ", ".join(f"{stage} {share:.0%}" for stage, share in a.stage_shares.items())
+            full = a.variants.get("adopted")
+            rows.append((name, _interval(full.speedup if full else None, full.speedup_ci if full else None),
+                         shares or "-", f"{a.interaction:.0%}", json.dumps(a.config)))
         blocks += [
             Table(("workload", "adopted speedup [95% CI]", "stage shares", "interaction", "config"), tuple(rows),
                   "A stage's share is the part of (speedup - 1) lost when its decisions are reverted, measured "
                   "interleaved with the default in fresh workers."),
-            Figure("ablation", ablation_figure([StageShares(name, a["stage_shares"], a["interaction"])
+            Figure("ablation", ablation_figure([StageShares(name, a.stage_shares, a.interaction)
                                                 for name, a in explained]),
                    "Share of each stage in the adopted speedup"),
         ]

@@ -29,7 +29,8 @@ class Built:
 def load_program(serialized: bytes):
     """A program with a `call` over the flat input arrays: a `jax.export` serialization, or the
     `Source` of a program with host callbacks, which the worker traces itself."""
-    from xtat.build.source import Source, SourceProgram, is_source
+    from xtat.build.source_program import SourceProgram
+    from xtat.source import Source, is_source
 
     if is_source(serialized):
         return SourceProgram(Source.from_bytes(serialized))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import warnings
 from dataclasses import asdict
@@ -17,9 +16,24 @@ from rich.table import Table
 from xtat.cli.common import console, fail as _fail, names, out, user_errors
 from xtat.errors import UserError
 from xtat.search import STRATEGIES
-from xtat.stages.base import STAGE_ORDER
+from xtat.status import TrialStatus
+from xtat.stages.registry import STAGE_ORDER
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="xtat: autotune XLA for a JAX program.")
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        from xtat import __version__
+
+        out.print(f"xtat {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                          help="Print xtat's version and exit.")) -> None:
+    """xtat: autotune XLA for a JAX program."""
 
 DEFAULT_TARGET = "xtat.suite.moe:moe_train_step"
 DbOption = typer.Option(None, "--db", help="SQLite database (default ~/.cache/xtat/xtat.db or $XTAT_DB).")
@@ -59,7 +73,7 @@ def tune(
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
     from xtat.tuner import TuneSettings, tune as run_tune
-    from xtat.workload import load_target
+    from xtat.targets import load_target
 
     try:
         workload = load_target(target or DEFAULT_TARGET, name)
@@ -82,7 +96,7 @@ def tune(
 
         def on_trial(event) -> None:
             nonlocal failures
-            failures += event.status not in ("ok", "duplicate")
+            failures += not TrialStatus(event.status).measured
             best = "-" if event.best_s is None else f"{event.best_s * 1e3:.3f} ms"
             progress.update(task, completed=event.index,
                             info=f"failures {failures}  best {best}{'  (resumed)' if event.resumed else ''}")
@@ -259,23 +273,17 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
         candidate = vetted(store, record, result) if result and adopted else None
     except Unvetted as refusal:
         candidate, refused = None, str(refusal)
-    env = dict(candidate.env) if candidate else {}
-    cpus = env.get("XTAT_CPUS")
-    devices = env.get("XTAT_HOST_DEVICES")
-    environment = {"cpu_affinity": [int(c) for c in cpus.split(",")]} if cpus else {}
-    if devices:
-        from xtat.stages.runtime import HOST_DEVICES_FLAG
+    from xtat.candidate import ProcessSetup
 
-        environment["XLA_FLAGS"] = f"{HOST_DEVICES_FLAG}={devices}"
+    setup = candidate.process if candidate else ProcessSetup()
     document = {
         "workload": record.name, "fingerprint": record.fingerprint, "adopted": adopted,
         **({"applied": False, "why": refused} if refused else {}),
         "config": result.config if adopted else {},
         "compile_options": candidate.compile_options if candidate else {},
         "program_rewrites": candidate.program if candidate else {},
-        "environment": environment,
-        "launch_prefix": " ".join(([f"XLA_FLAGS={environment['XLA_FLAGS']}"] if devices else [])
-                                  + ([f"taskset -c {cpus}"] if cpus else [])),
+        "environment": setup.launch_environment(),
+        "launch_prefix": setup.launch_prefix(),
         "tuned_under": record.env,
         "usage": "xtat.jit(fn, db=...) applies the rewrites and compile options, `xtat export --preset` writes "
                  "them for plain jax.jit; `xtat run -- python prog.py` applies the runtime decisions "
@@ -300,14 +308,13 @@ def run(command: list[str] = typer.Argument(..., help="The program and its argum
         _fail(str(exc))
     finally:
         store.close()
-    env = runtime.environment(dict(os.environ))
-    console.print(f"xtat run: {runtime.describe(env)}")
+    console.print(f"xtat run: {runtime.describe()}")
     if runtime.skipped:
         console.print(f"xtat run: not applied: {'; '.join(runtime.skipped)}")
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        launch(runtime, command, env)
+        launch(runtime, command)
     except UserError as exc:
         _fail(str(exc))
 
@@ -320,27 +327,28 @@ def explain(target: Optional[str] = typer.Argument(None, help="The workload's TA
     """Each stage's share of the adopted config's speedup (ablation, measured interleaved)."""
     from xtat.analysis.ablation import explain as run_explain
     from xtat.tuner import TuneSettings
-    from xtat.workload import load_target
+    from xtat.targets import load_target
 
     try:
         report = run_explain(load_target(target or DEFAULT_TARGET), db=db, settings=TuneSettings(rounds=rounds))
     except UserError as exc:
         _fail(str(exc))
     if as_json:
-        sys.stdout.write(json.dumps(report) + "\n")
+        sys.stdout.write(json.dumps(report.to_json()) + "\n")
         return
-    table = Table(title=f"{report['workload']}: ablation of {json.dumps(report['config'])}")
+    table = Table(title=f"{report.workload}: ablation of {json.dumps(report.config)}")
     for column in ("variant", "median ms", "speedup [95% CI]", "stage share"):
         table.add_column(column, overflow="fold")
-    table.add_row("default", f"{report['default_ms']:.3f}", "1", "")
-    for name, row in report["variants"].items():
-        share = report["stage_shares"].get(name.removeprefix("without "))
-        table.add_row(name, f"{row.get('median_ms', float('nan')):.3f}",
-                      f"{row['speedup']:.3f} [{row['speedup_ci'][0]:.3f}, {row['speedup_ci'][1]:.3f}]"
-                      if "speedup" in row else row.get("error", ""),
+    table.add_row("default", f"{report.default_ms:.3f}", "1", "")
+    for name, row in report.variants.items():
+        share = report.stage_shares.get(name.removeprefix("without "))
+        timed = row.speedup is not None and row.speedup_ci is not None and row.median_ms is not None
+        table.add_row(name, f"{row.median_ms:.3f}" if timed else "nan",
+                      f"{row.speedup:.3f} [{row.speedup_ci[0]:.3f}, {row.speedup_ci[1]:.3f}]"  # type: ignore[index]
+                      if timed else (row.error or ""),
                       "" if share is None else f"{share:.0%}")
     out.print(table)
-    out.print(f"interaction (not explained by single stages): {report['interaction']:.0%}")
+    out.print(f"interaction (not explained by single stages): {report.interaction:.0%}")
 
 
 suite_app = typer.Typer(help="The built-in model suite.")
@@ -368,11 +376,11 @@ def suite_list(as_json: bool = typer.Option(False, "--json")) -> None:
 
 # --- more commands register here (bench, compare): keep one block per command module ---
 
-from xtat.compare.cli import compare  # noqa: E402  (imports nothing heavy until it runs)
+from xtat.cli.compare import compare  # noqa: E402  (imports nothing heavy until it runs)
 
 app.command()(compare)
 
-from xtat.bench.cli import bench  # noqa: E402  (imports nothing heavy until it runs)
+from xtat.cli.bench import bench  # noqa: E402  (imports nothing heavy until it runs)
 
 app.command()(bench)
 

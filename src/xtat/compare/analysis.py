@@ -33,12 +33,12 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 from xtat.space.space import config_key
+from xtat.status import TrialStatus
 
 TARGET_FRACTION = 0.95
 REFERENCE = "random"  # what the contenders' trials-to-target are divided by
 CONTENDERS = ("evolution", "model", "tpe")  # the issue's "best of evolution/model/tpe"
 BASELINE = "optuna-options"  # Optuna TPE over XLA options only: the hand-written baseline
-VERIFIED = ("ok", "duplicate")  # statuses whose median is a real, verified measurement
 
 
 @dataclass(frozen=True)
@@ -130,14 +130,14 @@ def convergence(history: Sequence[Mapping]) -> tuple[Point, ...]:
     `history` holds `TrialEvent`s as dicts (`config`, `status`, `median_s`,
     `spent_s`); the first must be the default config, as the tuner orders it.
     """
-    if not history or history[0]["config"] or history[0]["status"] not in VERIFIED \
+    if not history or history[0]["config"] or not TrialStatus(history[0]["status"]).measured \
             or not history[0]["median_s"]:
         raise ValueError("a history starts with the measured default config ({})")
     default_s = history[0]["median_s"]
     best_s, wall_s, points = math.inf, 0.0, []
     for trials, event in enumerate(history, start=1):
         wall_s += event["spent_s"]
-        if event["status"] in VERIFIED and event["median_s"]:
+        if TrialStatus(event["status"]).measured and event["median_s"]:
             best_s = min(best_s, event["median_s"])
         points.append(Point(trials, wall_s, default_s / best_s))
     return tuple(points)
@@ -147,7 +147,7 @@ def incumbents(history: Sequence[Mapping]) -> tuple[str, ...]:
     """The key of the run's incumbent (fastest verified config so far) after each trial."""
     best_s, best_key, keys = math.inf, config_key({}), []
     for event in history:
-        if event["status"] in VERIFIED and event["median_s"] and event["median_s"] < best_s:
+        if TrialStatus(event["status"]).measured and event["median_s"] and event["median_s"] < best_s:
             best_s, best_key = event["median_s"], config_key(event["config"])
         keys.append(best_key)
     return tuple(keys)

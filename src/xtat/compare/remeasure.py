@@ -48,17 +48,18 @@ def remeasure(workload: Workload, runs: list[RunRecord], folder: Path, settings:
         return {key: recorded[key] for key in keys}
     if not keys:
         return {}
-    from xtat.tuning.session import make_stages, open_session
+    from xtat.stages.registry import make_stages
+    from xtat.tuning.session import open_runner
     from xtat.tuning.side_by_side import side_by_side
     from xtat.workload import capture
 
     captured = capture(workload)
     speedups = {}
-    with open_session(captured, settings, verify_inputs=False, prefix="xtat-remeasure-") as session:
+    with open_runner(captured, settings, verify_inputs=False, prefix="xtat-remeasure-") as runner:
         for key in keys:
             # Each incumbent beside its own default in its own fresh worker: builds that share a
             # process inherit its history (allocator, caches), which overstated speedups here.
-            m = side_by_side(session, make_stages(), {key: json.loads(key)}, settings).configs[key]
+            m = side_by_side(runner, make_stages(), {key: json.loads(key)}, settings).configs[key]
             speedups[key] = {"error": m.error} if m.error else {"speedup": m.speedup,
                                                                   "speedup_ci": list(m.speedup_ci)}
     document = {"format": FORMAT, "settings": _settings(settings), "speedups": speedups}

@@ -21,9 +21,10 @@ from typing import Any, Callable, Mapping
 
 from xtat.compare.analysis import BASELINE, REFERENCE, RunRecord, convergence, incumbents
 from xtat.errors import UserError
-from xtat.stages.base import STAGE_ORDER
+from xtat.stages.registry import STAGE_ORDER
 from xtat.tuner import TrialEvent, TuneResult, TuneSettings, tune
-from xtat.workload import Workload, load_target
+from xtat.targets import load_target
+from xtat.workload import Workload
 
 RECORD_FORMAT = "xtat-compare-run/1"
 # The settings a campaign may pass on to every run (measurement effort and deadlines).

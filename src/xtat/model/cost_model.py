@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_limits
 from xtat.errors import UserError
 from xtat.model.features import compiled_features, decision_features, workload_features
 from xtat.space.space import config_key
-from xtat.store.sqlite import Store
+from xtat.store.base import Storage
 
 FEATURE_SETS = ("decisions", "workload", "compiled")
 
@@ -38,7 +38,7 @@ class Example:
     log_ratio: float  # log(median / the workload's default median)
 
 
-def examples(store: Store, feature_sets: Sequence[str] = FEATURE_SETS) -> list[Example]:
+def examples(store: Storage, feature_sets: Sequence[str] = FEATURE_SETS) -> list[Example]:
     """Every timed config in the store (raced ones included: a slow time is still a time), for
     the workloads whose default was timed."""
     unknown = set(feature_sets) - set(FEATURE_SETS)
@@ -51,7 +51,7 @@ def examples(store: Store, feature_sets: Sequence[str] = FEATURE_SETS) -> list[E
         if default is None:
             continue
         for trial in trials:
-            if trial.status not in ("ok", "duplicate") or not trial.median_s:
+            if not trial.status.measured or not trial.median_s:
                 continue
             features: dict[str, float] = {}
             if "decisions" in feature_sets:
@@ -76,24 +76,20 @@ class Prior:
     default_s: float
 
 
-def prior(store: Store, workload_id: int, learn_from: Sequence[str] = ()) -> Prior | None:
+def prior(store: Storage, workload_id: int, learn_from: Sequence[Storage] = ()) -> Prior | None:
     """The cross-workload training data for a search on `workload_id` (None before its default
-    is timed): the store's other workloads, and those of the stores in `learn_from` (read only;
-    their records of this same workload, by fingerprint, are left out: the prior is what the
-    *other* workloads teach)."""
+    is timed): the store's other workloads, and those of the stores in `learn_from` (opened read
+    only by the tuner; their records of this same workload, by fingerprint, are left out: the
+    prior is what the *other* workloads teach)."""
     default = store.trial(workload_id, config_key({}))
     if default is None or default.status != "ok" or not default.median_s:
         return None
     features = ("decisions", "workload")
     others = [e for e in examples(store, features) if e.workload_id != workload_id]
     fingerprint = next(w.fingerprint for w in store.workloads() if w.id == workload_id)
-    for path in learn_from:
-        other = Store.open(path, read_only=True)
-        try:
-            same = {w.id for w in other.workloads() if w.fingerprint == fingerprint}
-            others += [e for e in examples(other, features) if e.workload_id not in same]
-        finally:
-            other.close()
+    for other in learn_from:
+        same = {w.id for w in other.workloads() if w.fingerprint == fingerprint}
+        others += [e for e in examples(other, features) if e.workload_id not in same]
     return Prior(tuple(others), workload_features(default.metrics), default.median_s)
 
 

@@ -45,5 +45,5 @@ def pareto_front(trials: list[Trial], objectives: Sequence[str]) -> list[dict]:
     front = [scored[i][0] for i in pareto_indices([v for _, v in scored])]
     return [{"trial": t.id, "config": t.config, "median_ms": t.median_s * 1e3,  # type: ignore[operator]
              "compile_s": t.compile_s, "peak_bytes": peak_bytes(t.metrics),
-             "raced": bool((t.metrics or {}).get("raced"))}
+             "raced": t.raced}
             for t in sorted(front, key=lambda t: t.median_s)]  # type: ignore[arg-type, return-value]

@@ -13,12 +13,19 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-import matplotlib
+try:
+    import matplotlib
+except ImportError as exc:  # the report extra
+    from xtat.errors import UserError
+
+    raise UserError("reports draw their figures with matplotlib: pip install 'xtat[report]'") from exc
 
 matplotlib.use("Agg")  # before pyplot: render to files on machines without a display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from xtat.status import TrialStatus
 
 DPI = 110
 
@@ -205,5 +212,5 @@ def is_png(data: bytes) -> bool:
 
 def trial_points(history: Iterable[dict]) -> list[TrialPoint]:
     """TrialPoints from TrialEvent dicts (`TuneResult.to_json()["history"]`): failures have no time."""
-    return [TrialPoint(event["median_s"] if event["status"] in ("ok", "duplicate") else None,
+    return [TrialPoint(event["median_s"] if TrialStatus(event["status"]).measured else None,
                        float(event.get("spent_s") or 0.0)) for event in history]

@@ -1,26 +1,20 @@
-"""Worker processes, keyed by their environment, killed as a group on deadline."""
+"""Worker processes, one per process setup, killed as a group on deadline."""
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import select
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-
-class WorkerFailure(Exception):
-    """The worker did not answer: it died or ran past its deadline."""
-
-    def __init__(self, status: str, error: str):
-        super().__init__(error)
-        self.status = status  # "crash" | "timeout" | "oom"
-        self.error = error
+from xtat.candidate import ProcessSetup
+from xtat.runner import protocol
+from xtat.runner.base import WorkerFailure
+from xtat.status import TrialStatus
 
 
 def _signal_name(number: int) -> str:
@@ -48,22 +42,10 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-@dataclass(frozen=True)
-class WorkerEnv:
-    """The process environment of a worker: what runtime decisions set."""
-
-    variables: tuple[tuple[str, str], ...] = ()
-
-    def apply(self, base: dict[str, str]) -> dict[str, str]:
-        env = dict(base)
-        env.update(dict(self.variables))
-        return env
-
-
 class WorkerProcess:
     """One `python -m xtat.runner.worker` in its own process group."""
 
-    def __init__(self, env: WorkerEnv, log_path: Path):
+    def __init__(self, setup: ProcessSetup, log_path: Path):
         self.log_path = log_path
         self._log = open(log_path, "ab")
         base = os.environ.copy()
@@ -77,7 +59,7 @@ class WorkerProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
-            env=env.apply(base),
+            env={**base, **setup.variables()},  # the worker enters its setup before jax starts
             start_new_session=True,  # its own process group, killed as one
         )
         self._buffer = b""
@@ -89,9 +71,9 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def request(self, op: str, deadline_s: float, **payload) -> dict:
+    def request(self, request: protocol.Request, deadline_s: float) -> protocol.Reply:
         """Send one request and wait for its reply until the deadline."""
-        message = json.dumps({"op": op, **payload}) + "\n"
+        message = protocol.encode(request) + "\n"
         try:
             assert self.process.stdin is not None
             self.process.stdin.write(message.encode())
@@ -105,7 +87,8 @@ class WorkerProcess:
             remaining = end - time.monotonic()
             if remaining <= 0:
                 self.kill()
-                raise WorkerFailure("timeout", f"{op} did not finish within its deadline of {deadline_s:.1f} s")
+                raise WorkerFailure(TrialStatus.TIMEOUT,
+                                    f"{request.op} did not finish within its deadline of {deadline_s:.1f} s")
             ready, _, _ = select.select([fd], [], [], remaining)
             if not ready:
                 continue
@@ -114,7 +97,7 @@ class WorkerProcess:
                 raise self._died()
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
+        return protocol.decode_reply(line.decode())
 
     def _died(self) -> WorkerFailure:
         try:
@@ -127,9 +110,9 @@ class WorkerProcess:
         if code is not None and code < 0:
             name = _signal_name(-code)
             # SIGKILL that we did not send is the kernel's out-of-memory killer.
-            status = "oom" if -code == signal.SIGKILL else "crash"
+            status = TrialStatus.OOM if -code == signal.SIGKILL else TrialStatus.CRASH
             return WorkerFailure(status, f"worker killed by {name}. {tail}".strip())
-        return WorkerFailure("crash", f"worker exited with code {code}. {tail}".strip())
+        return WorkerFailure(TrialStatus.CRASH, f"worker exited with code {code}. {tail}".strip())
 
     def log_tail(self, chars: int = 1500) -> str:
         try:
@@ -168,43 +151,48 @@ class WorkerProcess:
     def close(self) -> None:
         if self.alive():
             try:
-                self.request("exit", 0.1)
+                self.request(protocol.Exit(), 0.1)
             except (WorkerFailure, OSError, ValueError):
                 pass
         self.kill()
 
 
 class Pool:
-    """Long-lived workers, one per environment; a dead one is replaced on demand."""
+    """Long-lived workers, one per process setup; a dead one is replaced on demand."""
 
     def __init__(self, log_dir: Path):
         self.log_dir = log_dir
-        self._workers: dict[WorkerEnv, WorkerProcess] = {}
+        self._workers: dict[ProcessSetup, WorkerProcess] = {}
         self._started = 0
 
-    def get(self, env: WorkerEnv = WorkerEnv()) -> tuple[WorkerProcess, bool]:
-        """The live worker for env, and whether it was just started."""
-        worker = self._workers.get(env)
+    def get(self, setup: ProcessSetup = ProcessSetup()) -> tuple[WorkerProcess, bool]:
+        """The live worker for this setup, and whether it was just started."""
+        worker = self._workers.get(setup)
         if worker is not None and worker.alive():
             return worker, False
         if worker is not None:
             worker.kill()
-        return self.fresh(env), True
+        return self.fresh(setup), True
 
-    def fresh(self, env: WorkerEnv = WorkerEnv()) -> WorkerProcess:
-        old = self._workers.pop(env, None)
+    def live(self, setup: ProcessSetup = ProcessSetup()) -> WorkerProcess | None:
+        """The worker for this setup if it is running (nothing is started)."""
+        worker = self._workers.get(setup)
+        return worker if worker is not None and worker.alive() else None
+
+    def fresh(self, setup: ProcessSetup = ProcessSetup()) -> WorkerProcess:
+        old = self._workers.pop(setup, None)
         if old is not None:
             old.close()
         self._started += 1
-        worker = WorkerProcess(env, self.log_dir / f"worker-{self._started}.log")
-        self._workers[env] = worker
+        worker = WorkerProcess(setup, self.log_dir / f"worker-{self._started}.log")
+        self._workers[setup] = worker
         return worker
 
     def pids(self) -> list[int]:
         return [worker.process.pid for worker in self._workers.values() if worker.alive()]
 
-    def discard(self, env: WorkerEnv = WorkerEnv()) -> None:
-        worker = self._workers.pop(env, None)
+    def discard(self, setup: ProcessSetup = ProcessSetup()) -> None:
+        worker = self._workers.pop(setup, None)
         if worker is not None:
             worker.kill()
 

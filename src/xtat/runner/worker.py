@@ -1,15 +1,16 @@
 """Worker process: compiles, verifies and times candidates on request.
 
 Started by `runner.pool` as `python -m xtat.runner.worker` in its own process
-group, with the environment its runtime decisions call for. It speaks JSON
-lines: requests on stdin, one reply per request on a private copy of stdout
-(fd 1 itself is pointed at stderr so that stray prints from XLA or user code
-cannot corrupt the protocol). Anything that kills the process is the
+group, with the environment its runtime decisions call for. It speaks the
+records of `runner.protocol` as JSON lines: requests on stdin, one reply per
+request on a private copy of stdout (fd 1 itself is pointed at stderr so that
+stray prints from XLA or user code cannot corrupt the protocol). Anything that kills the process is the
 parent's to classify.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -17,8 +18,13 @@ import time
 import traceback
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
+
+from xtat.runner import protocol as p
+from xtat.runner.verify import Tolerance
+from xtat.status import TrialStatus
 
 INPUT_SETS = ("main", "verify")
 BUDGET_FILE = "budget.json"
@@ -30,6 +36,10 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in text or "Out of memory" in text
 
 
+def _failed(exc: BaseException, otherwise: TrialStatus) -> p.Failed:
+    return p.Failed(TrialStatus.OOM if _is_oom(exc) else otherwise, _error_text(exc))
+
+
 class Worker:
     def __init__(self) -> None:
         self.programs: dict[str, object] = {}  # exported programs by file name
@@ -37,7 +47,7 @@ class Worker:
         self.inputs: dict[str, tuple[tuple, dict]] = {}
         self.reference: dict[str, list[np.ndarray]] = {}
         self.pristine: dict[str, list[np.ndarray]] = {}  # host copies of the inputs, to detect writes into them
-        self.budget: dict = {}  # verify.Budget as JSON: what a chaotic output may move (calibrated once)
+        self.budget: dict[str, Any] = {}  # verify.Budget as JSON: what a chaotic output may move (calibrated once)
         self.built: dict[str, object] = {}
         # Compile cache: recent builds by (program, options), kept after `release`, so a
         # config compiled before in this worker (the default after its reference run, a
@@ -49,12 +59,10 @@ class Worker:
 
     # -- requests -----------------------------------------------------------
 
-    def load(self, folder: str) -> dict:
+    def load(self, request: p.Load) -> p.Loaded:
         import jax
 
-        from xtat.build.builder import load_program
-
-        self.folder = Path(folder)
+        self.folder = Path(request.folder)
         for name in INPUT_SETS:
             path = self.folder / f"inputs_{name}.npz"
             if path.exists():
@@ -70,7 +78,7 @@ class Worker:
         budget = self.folder / BUDGET_FILE
         if budget.exists():
             self.budget = json.loads(budget.read_text())
-        return {"ok": True, "input_sets": sorted(self.inputs), "has_reference": sorted(self.reference)}
+        return p.Loaded(tuple(sorted(self.inputs)), tuple(sorted(self.reference)))
 
     def _program(self, name: str):
         from xtat.build.builder import load_program
@@ -80,25 +88,25 @@ class Worker:
             self.programs[name] = load_program((self.folder / name).read_bytes())
         return self.programs[name]
 
-    def compile(self, id: str, program: str, options: dict, is_default: bool = False) -> dict:
+    def compile(self, request: p.Compile) -> p.Compiled | p.Failed:
         from xtat.build.builder import build
+        from xtat.model.features import compile_metrics
         from xtat.runner import faults
 
-        from xtat.model.features import compile_metrics
-
+        id = request.id
         args, kwargs = self.inputs["main"]
-        key = json.dumps([program, options], sort_keys=True)
+        key = json.dumps([request.program, request.options], sort_keys=True)
         cached = key in self.cache
         try:
-            faults.inject(id, "compile", is_default)
+            faults.inject(id, "compile", request.is_default)
             if cached:
                 self.cache.move_to_end(key)
                 built, metrics = self.cache[key]
             else:
-                built = build(self._program(program), args, kwargs, options)
+                built = build(self._program(request.program), args, kwargs, request.options)
                 metrics = compile_metrics(built.compiled)
         except Exception as exc:
-            return {"ok": False, "status": "oom" if _is_oom(exc) else "compile_error", "error": _error_text(exc)}
+            return _failed(exc, TrialStatus.COMPILE_ERROR)
         self.cache[key] = (built, metrics)
         while len(self.cache) > COMPILE_CACHE_SIZE:
             self.cache.popitem(last=False)
@@ -107,35 +115,35 @@ class Worker:
         if faults.is_lazy(id):
             self.lazy[id] = None
         # compile_s stays the build's real compile time (a trial's property); `cached` says none was spent now.
-        return {"ok": True, "compile_s": built.compile_s, "exe_hash": built.exe_hash, "metrics": metrics,
-                "cached": cached}
+        return p.Compiled(built.compile_s, built.exe_hash, metrics, cached)
 
-    def deploy(self, id: str, program: str, options: dict, tolerance: dict, is_default: bool = False) -> dict:
+    def deploy(self, request: p.Deploy) -> p.Deployed | p.Failed:
         """Build the way `xtat.jit` and a preset deploy: `jax.jit(program, compiler_options=options)`,
         compiled by its first call and called through jax's own dispatch; then verify its outputs."""
         import jax
 
         from xtat.runner import faults
 
+        id = request.id
         args, kwargs = self.inputs["main"]
         start = time.perf_counter()
         try:
-            faults.inject(id, "compile", is_default)
-            jitted = jax.jit(self._program(program).call, compiler_options=options or None)
+            faults.inject(id, "compile", request.is_default)
+            jitted = jax.jit(self._program(request.program).call, compiler_options=request.options or None)
             jax.block_until_ready(jitted(*args, **kwargs))
         except Exception as exc:
-            return {"ok": False, "status": "oom" if _is_oom(exc) else "compile_error", "error": _error_text(exc)}
+            return _failed(exc, TrialStatus.COMPILE_ERROR)
         self.built[id] = _Deployed(jitted)
         self.slowdown_s[id] = faults.slowdown_s(id)
         if faults.is_lazy(id):
             self.lazy[id] = None
         try:
-            check = self._check(id, "main", tolerance)
+            check = self._check(id, "main", request.tolerance)
         except Exception as exc:
-            return {"ok": False, "status": "oom" if _is_oom(exc) else "run_error", "error": _error_text(exc)}
-        if not check["verified"]:
-            return {"ok": False, "status": "wrong_result", "error": check["mismatch"], **check}
-        return {"ok": True, "compile_s": time.perf_counter() - start}
+            return _failed(exc, TrialStatus.RUN_ERROR)
+        if not check.verified:
+            return p.Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
+        return p.Deployed(time.perf_counter() - start)
 
     def _call(self, id: str, input_set: str):
         import jax
@@ -160,7 +168,7 @@ class Worker:
         self.checks[id] = self.checks.get(id, -1) + 1
         return faults.corrupted(outputs, id, phase, self.checks[id])
 
-    def reference_outputs(self, id: str, calibrate: bool = True) -> dict:
+    def reference_outputs(self, request: p.ReferenceOutputs) -> p.Referenced:
         """Run the default build on every input set and keep its outputs as the reference; then
         calibrate the verification budget from runs on one-ulp-perturbed inputs (`verify.calibrate`)."""
         import jax
@@ -168,12 +176,13 @@ class Worker:
         from xtat.runner.verify import CALIBRATION_RUNS, Tolerance, calibrate as calibrate_budget, compare, perturbed
 
         assert self.folder is not None
+        id = request.id
         for name in self.inputs:
             outputs = self._outputs(id, name)
             self.reference[name] = outputs
             np.savez(self.folder / f"reference_{name}.npz", *outputs)
-        if not calibrate:
-            return {"ok": True, "budget": self.budget}
+        if not request.calibrate:
+            return p.Referenced(self.budget)
         runs = []
         for name, (args, _) in self.inputs.items():
             for seed in range(CALIBRATION_RUNS):
@@ -183,26 +192,23 @@ class Worker:
                 runs.append(compare(outputs, self.reference[name], Tolerance()))
         self.budget = calibrate_budget(runs, len(self.reference["main"])).to_json()
         (self.folder / BUDGET_FILE).write_text(json.dumps(self.budget))
-        return {"ok": True, "budget": self.budget}
+        return p.Referenced(self.budget)
 
-    def _check(self, id: str, input_set: str, tolerance: dict, phase: str | None = None) -> dict:
-        from xtat.runner.verify import Budget, Tolerance, compare
+    def _check(self, id: str, input_set: str, tolerance: Tolerance, phase: str | None = None) -> p.Check:
+        from xtat.runner.verify import Budget, compare
 
         phase = phase or ("verify" if input_set == "verify" else "run")
         outputs = self._outputs(id, input_set, phase)
         self._inputs_intact(input_set)
-        result = compare(outputs, self.reference[input_set], Tolerance(**tolerance), Budget.from_json(self.budget))
-        return {
-            "verified": result.ok,
-            "max_abs_err": _finite_or_none(result.max_abs_err),
-            "max_rel_err": _finite_or_none(result.max_rel_err),
-            "mismatch": result.message,
-            "mismatches": [m.to_json() for m in result.mismatches],
+        result = compare(outputs, self.reference[input_set], tolerance, Budget.from_json(self.budget))
+        return p.Check(
+            result.ok, _finite_or_none(result.max_abs_err), _finite_or_none(result.max_rel_err), result.message,
+            tuple(m.to_json() for m in result.mismatches),
             # how close it came: what the policy's thresholds are chosen from (benchmarks/verification_sweep.py)
-            "closest": {"excess": max((st.excess for st in result.stats.values()), default=0.0),
-                        "spread": max((st.spread for st in result.stats.values()), default=0.0),
-                        "norm": max((st.norm for st in result.stats.values()), default=0.0)},
-        }
+            {"excess": max((st.excess for st in result.stats.values()), default=0.0),
+             "spread": max((st.spread for st in result.stats.values()), default=0.0),
+             "norm": max((st.norm for st in result.stats.values()), default=0.0)},
+        )
 
     def _inputs_intact(self, input_set: str) -> None:
         """A build that writes into its argument buffers (seen with copy-insertion switched off)
@@ -216,76 +222,78 @@ class Worker:
         self.inputs[input_set] = (tuple(jax.device_put(np.array(x, copy=True)) for x in self.pristine[input_set]), {})
         raise RuntimeError("the build wrote into its input buffers (they changed while it ran); inputs restored")
 
-    def measure(self, id: str, tolerance: dict, timing: dict, is_default: bool = False,
-                race: dict | None = None) -> dict:
+    def measure(self, request: p.Measure) -> p.Timed | p.Failed:
         """Verify on the main inputs, then time: warm-up, calibrate, samples.
 
-        With `race` ({"incumbent_s", "margin", "min_samples"}) timing stops early once the
-        build is clearly slower than the incumbent (`timing.Race`); the reply says `raced`.
+        With `race` timing stops early once the build is clearly slower than the incumbent
+        (`timing.Race`); the reply says `raced`.
         """
         from xtat.runner import faults
-        from xtat.runner.timing import Race, TimingPolicy, calibrate, median_ci, sample
+        from xtat.runner.timing import calibrate, median_ci, sample
 
-        policy = TimingPolicy(**timing)
+        id, policy = request.id, request.timing
         start = time.perf_counter()
         try:
-            faults.inject(id, "run", is_default)
-            check = self._check(id, "main", tolerance)  # also the warm-up call
-            if check["verified"] and "verify" in self.reference:
+            faults.inject(id, "run", request.is_default)
+            check = self._check(id, "main", request.tolerance)  # also the warm-up call
+            if check.verified and "verify" in self.reference:
                 # A second input set catches stale or cached outputs that match on the first.
-                second = self._check(id, "verify", tolerance, phase="run")
-                if not second["verified"]:
-                    second["mismatch"] = f"on the second input set: {second['mismatch']}"
-                    check = second
-            if not check["verified"]:
-                return {"ok": False, "status": "wrong_result", "error": check["mismatch"], **check}
+                second = self._check(id, "verify", request.tolerance, phase="run")
+                if not second.verified:
+                    check = dataclasses.replace(second, mismatch=f"on the second input set: {second.mismatch}")
+            if not check.verified:
+                return p.Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
             call = lambda: self._call(id, "main")  # noqa: E731
             inner = calibrate(call, policy)
-            racing = Race(**race) if race else None
             samples: list[float] = []
             raced = False
             while len(samples) < policy.samples and not raced:
                 samples.append(sample(call, inner))
-                raced = racing is not None and len(samples) < policy.samples and racing.lost(samples)
+                raced = request.race is not None and len(samples) < policy.samples and request.race.lost(samples)
         except Exception as exc:
-            return {"ok": False, "status": "oom" if _is_oom(exc) else "run_error", "error": _error_text(exc)}
+            return _failed(exc, TrialStatus.RUN_ERROR)
         median, low, high = median_ci(samples, seed=policy.seed)
-        return {
-            "ok": True, "samples": samples, "inner": inner, "median_s": median, "ci_s": [low, high],
-            "measure_s": time.perf_counter() - start, "raced": raced, **check,
-        }
+        return p.Timed(tuple(samples), inner, median, (low, high), time.perf_counter() - start, raced, check)
 
-    def verify(self, id: str, input_set: str, tolerance: dict) -> dict:
+    def verify(self, request: p.Verify) -> p.Verified | p.Failed:
         from xtat.runner import faults
 
-        if input_set not in self.inputs:
-            return {"ok": False, "status": "run_error", "error": f"no input set {input_set!r}"}
+        if request.input_set not in self.inputs:
+            return p.Failed(TrialStatus.RUN_ERROR, f"no input set {request.input_set!r}")
         try:
-            faults.inject(id, "verify", False)
-            check = self._check(id, input_set, tolerance)
+            faults.inject(request.id, "verify", False)
+            check = self._check(request.id, request.input_set, request.tolerance)
         except Exception as exc:
-            return {"ok": False, "status": "oom" if _is_oom(exc) else "run_error", "error": _error_text(exc)}
-        return {"ok": check["verified"], **check}
+            return _failed(exc, TrialStatus.RUN_ERROR)
+        return p.Verified(check) if check.verified else p.Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
 
-    def calibrate(self, id: str, timing: dict) -> dict:
+    def calibrate(self, request: p.Calibrate) -> p.Calibrated:
         """Inner repeats for one sample of this build (the first call also warms it up)."""
-        from xtat.runner.timing import TimingPolicy, calibrate
+        from xtat.runner.timing import calibrate
 
-        call = lambda: self._call(id, "main")  # noqa: E731
+        call = lambda: self._call(request.id, "main")  # noqa: E731
         call()
-        return {"ok": True, "inner": calibrate(call, TimingPolicy(**timing))}
+        return p.Calibrated(calibrate(call, request.timing))
 
-    def sample(self, id: str, inner: int) -> dict:
+    def sample(self, request: p.Sample) -> p.Sampled:
         """One timing sample; the parent interleaves samples of several builds (ABCABC...)."""
         from xtat.runner.timing import sample
 
-        return {"ok": True, "seconds": sample(lambda: self._call(id, "main"), inner)}
+        return p.Sampled(sample(lambda: self._call(request.id, "main"), request.inner))
 
-    def release(self, ids: list[str]) -> dict:
+    def release(self, request: p.Release) -> p.Done:
         """Forget builds by id; the compile cache may keep their executables a while longer."""
-        for id in ids:
+        for id in request.ids:
             self.built.pop(id, None)
-        return {"ok": True}
+        return p.Done()
+
+    def handle(self, request: p.Request) -> p.Reply:
+        handlers: dict[type, Callable[[Any], p.Reply]] = {
+            p.Load: self.load, p.Compile: self.compile, p.Deploy: self.deploy,
+            p.ReferenceOutputs: self.reference_outputs, p.Measure: self.measure, p.Verify: self.verify,
+            p.Calibrate: self.calibrate, p.Sample: self.sample, p.Release: self.release,
+        }
+        return handlers[type(request)](request)
 
 
 class _Deployed:
@@ -304,38 +312,26 @@ def _error_text(exc: BaseException) -> str:
     return text if len(text) < 4000 else text[:4000] + " ..."
 
 
-def _apply_runtime() -> None:
-    """Runtime stage: XLA reads the affinity (thread pool) and XLA_FLAGS (host device count)
-    once at start-up, so both are set before jax loads."""
-    from xtat.stages.runtime import ENV_CPUS, ENV_HOST_DEVICES, with_host_devices
-
-    cpus = os.environ.get(ENV_CPUS)
-    if cpus:
-        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
-    devices = os.environ.get(ENV_HOST_DEVICES)
-    if devices:
-        os.environ["XLA_FLAGS"] = with_host_devices(os.environ.get("XLA_FLAGS", ""), int(devices))
-
-
 def main() -> None:
+    from xtat.candidate import ProcessSetup
     from xtat.runner.pool import die_with_parent
 
     die_with_parent()
-    _apply_runtime()
+    ProcessSetup.from_environment().enter()  # the candidate's CPU count and host devices, before jax starts
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     worker = Worker()
     for line in sys.stdin:
-        request = json.loads(line)
-        op = request.pop("op")
-        if op == "exit":
-            break
+        reply: p.Reply
         try:
-            reply = getattr(worker, op)(**request)
+            request = p.decode_request(line)
+            if isinstance(request, p.Exit):
+                break
+            reply = worker.handle(request)
         except Exception as exc:  # a bug or bad request: report, stay alive
-            reply = {"ok": False, "status": "run_error", "error": _error_text(exc), "trace": traceback.format_exc()}
-        protocol.write(json.dumps(reply) + "\n")
+            reply = p.Failed(TrialStatus.RUN_ERROR, _error_text(exc), trace=traceback.format_exc())
+        protocol.write(p.encode(reply) + "\n")
 
 
 if __name__ == "__main__":

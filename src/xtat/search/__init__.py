@@ -1,4 +1,5 @@
-"""Search strategies behind one ask/tell interface (`search.strategy.Strategy`).
+"""Search strategies behind one ask/tell interface (`search.strategy.Strategy`). Adding one is a
+module with a `SearchStrategy` subclass and its line in `STRATEGY_CLASSES`.
 
 Each is built on `search.base.SearchStrategy` (base config first, dedup,
 conditional decisions, no-op probes, incumbent, determinism for a seed).
@@ -19,6 +20,7 @@ from xtat.search.gp import GPSearch
 from xtat.search.grid import GridSearch
 from xtat.search.model import ModelSearch
 from xtat.search.random_search import RandomSearch
+from xtat.search.strategy import Strategy
 from xtat.search.sweep import SweepThenRandom
 from xtat.search.tpe import TreeParzen
 from xtat.space.space import Config, Decision
@@ -39,7 +41,7 @@ STRATEGIES = tuple(STRATEGY_CLASSES)
 
 def make_strategy(name: str, decisions: list[Decision], *, seed: int, base: Config,
                   canonical: Callable[[Config], Config], searchable: Callable[[str, str], bool],
-                  budget: int | None = None, prior: Callable[[], Prior | None] | None = None) -> SearchStrategy:
+                  budget: int | None = None, prior: Callable[[], Prior | None] | None = None) -> Strategy:
     """The strategy `name` over `decisions` around `base`, deterministic for a seed; `budget`
     (configs the whole run may consider, None: no limit) lets grid refuse a space it cannot cover.
     `prior` computes what the store's other workloads teach; called only for a strategy that

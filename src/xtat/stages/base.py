@@ -1,32 +1,17 @@
 """The stage interface and what a config becomes once every stage has applied it.
 
-Stages run in a fixed order (runtime, program, passes, codegen). Each one
-discovers its decision points on the program as the earlier stages'
-decisions left it (`frozen`), and applies its part of a config to a
-`Candidate`.
+Stages run in the order of `stages.registry`. Each one discovers its
+decision points on the program as the earlier stages' decisions left it
+(`frozen`), and applies its part of a config to a `Candidate`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
+from xtat.candidate import Candidate
 from xtat.space.space import Config, Decision
-
-STAGE_ORDER = ("runtime", "program", "passes", "codegen")
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A config made concrete: program rewrites, compile options, worker environment."""
-
-    program: dict[str, object] = field(default_factory=dict)  # program-stage decisions (rewrites)
-    compile_options: dict[str, object] = field(default_factory=dict)
-    env: tuple[tuple[str, str], ...] = ()  # process environment of the worker
-
-    def with_options(self, **options: object) -> "Candidate":
-        return replace(self, compile_options={**self.compile_options, **options})
-
 
 @dataclass(frozen=True)
 class Context:
@@ -43,13 +28,25 @@ class Context:
 
 
 class Stage(Protocol):
+    """One compiler stage's decisions. Constructed with the stages before it (`stages.registry`)."""
+
     name: str
+
+    def __init__(self, earlier: "tuple[Stage, ...]") -> None: ...
+
+    def notes(self) -> list[str]:
+        """What the run's report should say about this stage's last discovery (why it was left out)."""
+        ...
 
     def discover(self, context: Context, frozen: Config, earlier: list[Decision]) -> list[Decision]:
         """Decision points on the program produced by `frozen` (the earlier stages' chosen values)."""
 
     def apply(self, values: dict[str, object], candidate: Candidate) -> Candidate:
         """This stage's part of a config."""
+
+    def vet(self, values: dict[str, object], platform: str, numerics_opt_in: bool) -> list[str]:
+        """What in this stage's part of a stored config (untrusted input) it would not offer on
+        `platform`; empty when it may be applied. Options that relax numerics need `numerics_opt_in`."""
 
 
 def concretize(stages: "list[Stage]", config: Config) -> Candidate:

@@ -11,7 +11,8 @@ Applied through `xla_disable_hlo_passes`.
 from __future__ import annotations
 
 from xtat.space.space import Config, Decision
-from xtat.stages.base import Candidate, Context, concretize
+from xtat.candidate import Candidate
+from xtat.stages.base import Context, concretize
 
 CSE_BARRIER_EXPANDER = "cse_barrier_expander"
 
@@ -30,8 +31,11 @@ def disabled_passes_option(values: dict[str, object]) -> str:
 class PassesStage:
     name = "passes"
 
-    def __init__(self, earlier_stages: list) -> None:
-        self._earlier = earlier_stages  # to build the program the frozen decisions produce
+    def __init__(self, earlier: tuple = ()) -> None:
+        self._earlier = list(earlier)  # to build the program the frozen decisions produce
+
+    def notes(self) -> list[str]:
+        return []
 
     def discover(self, context: Context, frozen: Config, earlier: list[Decision]) -> list[Decision]:
         candidate = concretize(self._earlier, frozen)
@@ -45,3 +49,7 @@ class PassesStage:
     def apply(self, values: dict[str, object], candidate: Candidate) -> Candidate:
         option = disabled_passes_option(values)
         return candidate.with_options(xla_disable_hlo_passes=option) if option else candidate
+
+    def vet(self, values: dict[str, object], platform: str, numerics_opt_in: bool) -> list[str]:
+        return [f"pass {name!r}={value!r} is not a pass the passes stage may switch off"
+                for name, value in values.items() if name not in SAFE or not isinstance(value, bool)]

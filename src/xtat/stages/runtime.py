@@ -1,46 +1,36 @@
-"""Runtime stage: the worker process's CPU affinity and host device count.
+"""Runtime stage: the process's CPU count and host device count.
 
 There is no thread-count option in XLA:CPU: the Eigen pool follows the CPU
-affinity at process start, so the decision is applied to the worker's
-environment (`XTAT_CPUS`, read by the worker before jax is imported) and, in
-production, printed by `xtat apply --print` as a `taskset` line. The host
-device count (`--xla_force_host_platform_device_count`) is read once per
-process from XLA_FLAGS, so it too is a worker environment (`XTAT_HOST_DEVICES`).
-A single-device program compiles to the same machine code under any count,
-but runs beside other host devices' runtimes, so it is measured like the
-affinity: same code, other environment, another candidate.
+affinity at process start; the host device count
+(`--xla_force_host_platform_device_count`) is read once per process from
+XLA_FLAGS. So both decisions become the candidate's `ProcessSetup`, entered by
+the worker before jax is imported and, in production, by `xtat run`. A
+single-device program compiles to the same machine code under any count, but
+runs beside other host devices' runtimes, so it is measured like the affinity:
+same code, other process, another candidate.
 """
 
 from __future__ import annotations
 
-import os
+from dataclasses import replace
 
+from xtat.candidate import Candidate, available_cpus
 from xtat.space.space import Config, Decision
-from xtat.stages.base import Candidate, Context
+from xtat.stages.base import Context
 
 CPUS = "cpus"
-ENV_CPUS = "XTAT_CPUS"
 HOST_DEVICES = "host_devices"
-ENV_HOST_DEVICES = "XTAT_HOST_DEVICES"
-HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
-
-
-def with_host_devices(xla_flags: str, count: int) -> str:
-    """XLA_FLAGS with the host device count set to `count` (any earlier setting replaced)."""
-    kept = [flag for flag in xla_flags.split() if not flag.startswith(HOST_DEVICES_FLAG + "=")]
-    return " ".join([*kept, f"{HOST_DEVICES_FLAG}={count}"])
-
-
-def available_cpus() -> list[int]:
-    return sorted(os.sched_getaffinity(0))
-
-
-def cpu_list(count: int) -> list[int]:
-    return available_cpus()[:count]
+_MAX_HOST_DEVICES = 4096
 
 
 class RuntimeStage:
     name = "runtime"
+
+    def __init__(self, earlier: tuple = ()) -> None:
+        pass
+
+    def notes(self) -> list[str]:
+        return []
 
     def discover(self, context: Context, frozen: Config, earlier: list[Decision]) -> list[Decision]:
         count = len(available_cpus())
@@ -50,9 +40,23 @@ class RuntimeStage:
         return [Decision(self.name, CPUS, values, count), Decision(self.name, HOST_DEVICES, (1, count), 1)]
 
     def apply(self, values: dict[str, object], candidate: Candidate) -> Candidate:
-        env = list(candidate.env)
-        if CPUS in values:
-            env.append((ENV_CPUS, ",".join(map(str, cpu_list(int(values[CPUS]))))))  # type: ignore[arg-type]
-        if HOST_DEVICES in values:
-            env.append((ENV_HOST_DEVICES, str(values[HOST_DEVICES])))
-        return Candidate(candidate.program, candidate.compile_options, tuple(env))
+        if not values:
+            return candidate
+        cpus, devices = values.get(CPUS), values.get(HOST_DEVICES)
+        return replace(candidate, process=replace(candidate.process,
+                                                  cpus=None if cpus is None else int(cpus),  # type: ignore[call-overload]
+                                                  host_devices=None if devices is None else int(devices)))  # type: ignore[call-overload]
+
+    def vet(self, values: dict[str, object], platform: str, numerics_opt_in: bool) -> list[str]:
+        """A CPU count this process can have, a positive host device count."""
+        found = []
+        for name, value in values.items():
+            if name not in (CPUS, HOST_DEVICES):
+                found.append(f"runtime decision {name!r} is unknown")
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                found.append(f"runtime {name}={value!r} is not a positive count")
+            elif name == CPUS and value > len(available_cpus()):
+                found.append(f"runtime cpus={value} exceeds the {len(available_cpus())} CPUs of this process")
+            elif name == HOST_DEVICES and value > _MAX_HOST_DEVICES:
+                found.append(f"runtime host_devices={value} is beyond {_MAX_HOST_DEVICES}")
+        return found

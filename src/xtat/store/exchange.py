@@ -18,6 +18,7 @@ _TRIAL_FIELDS: dict[str, tuple[type, ...]] = {
     "ci_low_s": (int, float, type(None)), "ci_high_s": (int, float, type(None)), "samples": (list, type(None)),
     "max_abs_err": (int, float, type(None)), "max_rel_err": (int, float, type(None)),
     "worker_s": (int, float, type(None)), "spent_s": (int, float, type(None)), "created_at": (int, float), "metrics": (dict, type(None)),
+    "raced": (bool,),
 }
 _RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "adopted": (bool,), "config": (dict,), "default_s": (int, float, type(None)),
@@ -62,7 +63,7 @@ def _check_config(where: str, config: dict) -> None:
 
 def _vet_adopted(where: str, workload: dict, result: dict) -> None:
     """An adopted result is imported only if it would be applied: vetted, and backed by a verified trial."""
-    from xtat.apply.vetting import refusals
+    from xtat.store.vetting import refusals
 
     found = refusals(result["config"], str(workload["env"].get("platform", "")), result.get("run_settings"),
                      [(t["config_key"], t["status"]) for t in workload["trials"]])
@@ -73,7 +74,8 @@ def _vet_adopted(where: str, workload: dict, result: dict) -> None:
 
 def validate_export(document: Any) -> list[dict]:
     from xtat.space.space import config_key
-    from xtat.store.sqlite import FINAL_STATUSES, SCHEMA_VERSION
+    from xtat.status import FINAL_STATUSES
+    from xtat.store.sqlite import SCHEMA_VERSION
 
     if not isinstance(document, dict) or document.get("xtat_export") != 1:
         raise UserError("import: not an xtat export document (missing \"xtat_export\": 1)")
@@ -90,7 +92,7 @@ def validate_export(document: Any) -> list[dict]:
             at = f"{where}.trials[{j}]"
             _check_fields(at, trial, _TRIAL_FIELDS, {"error", "compile_s", "exe_hash", "median_s", "ci_low_s",
                                                       "ci_high_s", "samples", "max_abs_err", "max_rel_err",
-                                                      "worker_s", "spent_s", "metrics"})
+                                                      "worker_s", "spent_s", "metrics", "raced"})
             if trial["status"] not in FINAL_STATUSES:
                 raise UserError(f"import: {at}.status {trial['status']!r} is not one of {list(FINAL_STATUSES)}")
             _check_config(at, trial["config"])

@@ -18,13 +18,11 @@ from pathlib import Path
 from typing import Iterator
 
 from xtat.errors import StoreError
+from xtat.status import FINAL_STATUSES, TrialStatus
 from xtat.test_hooks import hook
 
-SCHEMA_VERSION = 2  # 2: trials.metrics, machine table
+SCHEMA_VERSION = 3  # 2: trials.metrics, machine table; 3: trials.raced
 APPLICATION = "xtat"
-
-FINAL_STATUSES = ("ok", "duplicate", "wrong_result", "compile_error", "run_error", "crash", "timeout", "oom")
-RUNNING = "running"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -68,6 +66,7 @@ CREATE TABLE IF NOT EXISTS trials (
     created_at REAL NOT NULL,
     finished_at REAL,
     metrics TEXT,
+    raced INTEGER NOT NULL DEFAULT 0,
     UNIQUE (workload_id, config_key)
 );
 CREATE TABLE IF NOT EXISTS results (
@@ -93,7 +92,9 @@ CREATE TABLE IF NOT EXISTS machine (
 
 # Additive upgrades from older schema versions, applied in one transaction on open for writing.
 _UPGRADES = {
-    2: "ALTER TABLE trials ADD COLUMN metrics TEXT",
+    2: ("ALTER TABLE trials ADD COLUMN metrics TEXT",),
+    3: ("ALTER TABLE trials ADD COLUMN raced INTEGER NOT NULL DEFAULT 0",
+        "UPDATE trials SET raced = 1 WHERE json_extract(metrics, '$.raced') = 1"),
 }
 
 
@@ -103,7 +104,7 @@ class Trial:
     workload_id: int
     run_id: int | None
     config: dict
-    status: str
+    status: TrialStatus
     error: str | None
     compile_s: float | None
     exe_hash: str | None
@@ -118,6 +119,7 @@ class Trial:
     spent_s: float | None
     created_at: float
     metrics: dict | None = None  # compile-time facts: peak memory, cost analysis, HLO features
+    raced: bool = False  # timing stopped early: clearly slower than the incumbent (a few samples only)
 
     @property
     def config_key(self) -> str:
@@ -197,6 +199,8 @@ def _schema_version(con: sqlite3.Connection) -> int:
 
 
 class Store:
+    """The SQLite implementation of `store.base.Storage`."""
+
     def __init__(self, path: Path, con: sqlite3.Connection, read_only: bool):
         self.path = path
         self._con = con
@@ -225,7 +229,8 @@ class Store:
                     con.execute("BEGIN IMMEDIATE")
                     version = _schema_version(con)
                     for target in range(version + 1, SCHEMA_VERSION + 1) if version else ():
-                        con.execute(_UPGRADES[target])
+                        for statement in _UPGRADES[target]:
+                            con.execute(statement)
                     for statement in _SCHEMA.split(";"):
                         if statement.strip():
                             con.execute(statement)
@@ -252,6 +257,12 @@ class Store:
 
     def close(self) -> None:
         self._con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -350,19 +361,19 @@ class Store:
                 cur = con.execute(
                     "INSERT INTO trials (workload_id, run_id, config_key, config, status, created_at) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    (workload_id, run_id, key, json.dumps(config), RUNNING, time.time()),
+                    (workload_id, run_id, key, json.dumps(config), TrialStatus.RUNNING.value, time.time()),
                 )
                 return int(cur.lastrowid)
-            if row["status"] != RUNNING:
+            if row["status"] != TrialStatus.RUNNING:
                 return None
             con.execute("UPDATE trials SET run_id=? WHERE id=?", (run_id, row["id"]))
             return int(row["id"])
 
-    def finish_trial(self, trial_id: int, status: str, **fields) -> None:
+    def finish_trial(self, trial_id: int, status: TrialStatus, **fields) -> None:
         if status not in FINAL_STATUSES:
             raise ValueError(f"unknown trial status {status!r}")
         allowed = {"error", "compile_s", "exe_hash", "median_s", "ci_low_s", "ci_high_s", "samples",
-                   "max_abs_err", "max_rel_err", "same_as", "worker_s", "spent_s", "metrics"}
+                   "max_abs_err", "max_rel_err", "same_as", "worker_s", "spent_s", "metrics", "raced"}
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"unknown trial fields {sorted(unknown)}")
@@ -370,11 +381,13 @@ class Store:
             fields["samples"] = json.dumps(fields["samples"])
         if "metrics" in fields and fields["metrics"] is not None:
             fields["metrics"] = json.dumps(fields["metrics"])
+        if "raced" in fields:
+            fields["raced"] = int(bool(fields["raced"]))
         columns = ", ".join(f"{name}=?" for name in fields)
         with self._write() as con:
             con.execute(
                 f"UPDATE trials SET status=?, finished_at=?{', ' + columns if columns else ''} WHERE id=?",
-                (status, time.time(), *fields.values(), trial_id),
+                (TrialStatus(status).value, time.time(), *fields.values(), trial_id),
             )
 
     def demote_trial(self, trial_id: int, error: str) -> None:
@@ -396,12 +409,12 @@ class Store:
     def _trial(row: sqlite3.Row) -> Trial:
         return Trial(
             id=row["id"], workload_id=row["workload_id"], run_id=row["run_id"], config=json.loads(row["config"]),
-            status=row["status"], error=row["error"], compile_s=row["compile_s"], exe_hash=row["exe_hash"],
+            status=TrialStatus(row["status"]), error=row["error"], compile_s=row["compile_s"], exe_hash=row["exe_hash"],
             median_s=row["median_s"], ci_low_s=row["ci_low_s"], ci_high_s=row["ci_high_s"],
             samples=json.loads(row["samples"]) if row["samples"] else None,
             max_abs_err=row["max_abs_err"], max_rel_err=row["max_rel_err"], same_as=row["same_as"],
             worker_s=row["worker_s"], spent_s=row["spent_s"], created_at=row["created_at"],
-            metrics=json.loads(row["metrics"]) if row["metrics"] else None,
+            metrics=json.loads(row["metrics"]) if row["metrics"] else None, raced=bool(row["raced"]),
         )
 
     # -- results --------------------------------------------------------------
@@ -493,13 +506,15 @@ class Store:
                     cur = con.execute(
                         "INSERT OR IGNORE INTO trials (workload_id, config_key, config, status, error, compile_s, "
                         "exe_hash, median_s, ci_low_s, ci_high_s, samples, max_abs_err, max_rel_err, worker_s, "
-                        "spent_s, created_at, finished_at, metrics) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "spent_s, created_at, finished_at, metrics, raced) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         (workload_id, t["config_key"], json.dumps(t["config"]), t["status"], t.get("error"),
                          t.get("compile_s"), t.get("exe_hash"), t.get("median_s"), t.get("ci_low_s"),
                          t.get("ci_high_s"), json.dumps(t["samples"]) if t.get("samples") else None,
                          t.get("max_abs_err"), t.get("max_rel_err"), t.get("worker_s"), t.get("spent_s"),
                          t["created_at"], time.time(),
-                         json.dumps(t["metrics"]) if t.get("metrics") else None),
+                         json.dumps(t["metrics"]) if t.get("metrics") else None,
+                         # exports of schema 2 kept it among the metrics
+                         int(t.get("raced", bool((t.get("metrics") or {}).get("raced"))))),
                     )
                     counts["trials"] += cur.rowcount
                     present += 1 - cur.rowcount
@@ -547,7 +562,7 @@ def _trial_json(t: Trial) -> dict:
         "compile_s": t.compile_s, "exe_hash": t.exe_hash, "median_s": t.median_s, "ci_low_s": t.ci_low_s,
         "ci_high_s": t.ci_high_s, "samples": t.samples, "max_abs_err": t.max_abs_err,
         "max_rel_err": t.max_rel_err, "worker_s": t.worker_s, "spent_s": t.spent_s, "created_at": t.created_at,
-        "metrics": t.metrics,
+        "metrics": t.metrics, "raced": t.raced,
     }
 
 

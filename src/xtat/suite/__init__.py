@@ -18,6 +18,7 @@ from xtat.errors import UserError
 from xtat.workload import Workload
 
 FORMS = ("train", "inference")
+MISSING = "the model suite is built with flax, optax and blackjax: pip install 'xtat[suite]'"
 SIZES = ("small", "large")
 
 
@@ -45,7 +46,10 @@ def entries() -> dict[str, SuiteEntry]:
     """Every suite entry by name, in module then declaration order."""
     found: dict[str, SuiteEntry] = {}
     for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        try:
+            module = importlib.import_module(f"{__name__}.{module_info.name}")
+        except ImportError as exc:
+            raise UserError(f"{MISSING} ({exc})") from exc
         for entry in getattr(module, "ENTRIES", ()):
             if entry.name in found:
                 raise RuntimeError(f"suite entry {entry.name!r} is defined twice")

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import Enum
 
 from xtat.runner.load import Load, LoadMonitor
-from xtat.runner.pool import WorkerFailure
-from xtat.runner.session import DEFAULT_ID, Session
+from xtat.runner.base import DEFAULT_ID, Runner, WorkerFailure
 from xtat.runner.timing import median_ci, speedup_ci
-from xtat.stages.base import Candidate
+from xtat.candidate import Candidate
 from xtat.tuning.settings import TuneSettings
 
 WARMUP_ROUNDS = 2  # discarded: the first calls after a build pay for page faults and cold caches
@@ -106,30 +105,37 @@ class Confirmation:
         data["load"] = self.load.to_json() if self.load else None
         return data
 
+    @classmethod
+    def from_json(cls, data: dict) -> "Confirmation":
+        values = {**data, "verdict": Verdict(data["verdict"]), "load": Load(**data["load"]) if data.get("load") else None}
+        for name in ("speedup_ci", "default_ci_s", "candidate_ci_s"):
+            values[name] = tuple(values[name])
+        return cls(**values)
 
-def confirm(session: Session, candidate: Candidate, config_id: str, settings: TuneSettings) -> Confirmation:
+
+def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: TuneSettings) -> Confirmation:
     """Deploy the default and `candidate` (its config id: `config_id`) in fresh workers and test the
     speedup sequentially."""
     design = SequentialDesign(1.0 + settings.tie_margin, settings.rounds, settings.confirm_looks)
-    monitor = LoadMonitor(session.pids)
-    timing = {**settings.timing, "min_sample_s": max(settings.min_sample_s, settings.confirm_min_sample_s)}
+    monitor = LoadMonitor(runner.pids)
+    timing = replace(settings.timing, min_sample_s=max(settings.min_sample_s, settings.confirm_min_sample_s))
     started = time.monotonic()
     try:
-        placed, inner, failed = session.place([(DEFAULT_ID, Candidate()), (config_id, candidate)], timing,
-                                              deploy_tolerance=settings.tolerance)
-        if failed:
-            which, why = next(iter(failed.items()))
+        placement = runner.place([(DEFAULT_ID, Candidate()), (config_id, candidate)], timing,
+                                 deploy_tolerance=settings.tolerance)
+        if placement.failed:
+            which, why = next(iter(placement.failed.items()))
             return _failed(design, monitor, f"{'the default' if which == DEFAULT_ID else 'the config'} failed to "
                                             f"deploy: {why}")
-        shuffle = random.Random(settings.seed).shuffle
+        shuffle = random.Random(settings.seed)
         for _ in range(WARMUP_ROUNDS):
-            session.sample_round(placed, inner, shuffle)
+            placement.sample_round(shuffle)
         samples: dict[str, list[float]] = {DEFAULT_ID: [], config_id: []}
         looks, round_s = 0, 0.0
         while True:
             look_started = time.monotonic()
             for _ in range(design.rounds):
-                for build, seconds in session.sample_round(placed, inner, shuffle).items():
+                for build, seconds in placement.sample_round(shuffle).items():
                     samples[build].append(seconds)
             looks += 1
             monitor.poll()
@@ -141,7 +147,7 @@ def confirm(session: Session, candidate: Candidate, config_id: str, settings: Tu
             if verdict is not None:
                 break
     except WorkerFailure as failure:
-        session.discard(candidate.env)
+        runner.discard(candidate)
         return _failed(design, monitor, f"worker failed while confirming: {failure.status}: {failure.error}")
     load = monitor.report()
     median, low, high = median_ci(samples[config_id], seed=settings.seed)

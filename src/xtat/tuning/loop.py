@@ -3,15 +3,16 @@ that decide which stages' decisions it searches, around which base config."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from xtat.errors import UserError
 from xtat.model.cost_model import prior
-from xtat.runner.session import Session
+from xtat.runner.base import Runner
 from xtat.search import make_strategy
 from xtat.space.space import Config, Decision, Space, config_key
 from xtat.stages.base import Context, concretize
-from xtat.store.sqlite import Store, Trial
+from xtat.store.base import Storage
+from xtat.store.sqlite import Trial
 from xtat.tuning.measure import measure
 from xtat.tuning.result import TrialEvent
 from xtat.tuning.settings import TuneSettings
@@ -20,10 +21,12 @@ from xtat.tuning.settings import TuneSettings
 class SearchLoop:
     """The search loop shared by every formulation: ask, measure or resume, tell, count."""
 
-    def __init__(self, store: Store, session: Session, workload_id: int, run_id: int, settings: TuneSettings,
-                 stages: list, on_trial: Callable[[TrialEvent], None] | None):
-        self.store, self.session, self.settings, self.stages = store, session, settings, stages
+    def __init__(self, store: Storage, runner: Runner, workload_id: int, run_id: int, settings: TuneSettings,
+                 stages: list, on_trial: Callable[[TrialEvent], None] | None,
+                 learn_from: Sequence[Storage] = ()):
+        self.store, self.runner, self.settings, self.stages = store, runner, settings, stages
         self.workload_id, self.run_id, self.on_trial = workload_id, run_id, on_trial
+        self.learn_from = learn_from  # other stores a strategy that learns across workloads trains on
         self.space = Space(())
         self.considered = self.new_trials = 0
         self.used_s = 0.0  # time spent on the trials considered so far, resumed ones included
@@ -48,7 +51,7 @@ class SearchLoop:
         strategy = make_strategy(self.settings.strategy, decisions, seed=self.settings.seed, base=base,
                                  canonical=self.space.canonical, searchable=lambda stage, id: (stage, id) in known,
                                  budget=self.settings.budget,
-                                 prior=lambda: prior(self.store, self.workload_id, self.settings.learn_from))
+                                 prior=lambda: prior(self.store, self.workload_id, self.learn_from))
         for decision in strategy.inactive:
             needs = ", ".join(f"{st}.{i}={v}" for st, i, v in decision.requires)
             self.inactive.setdefault(needs, []).append(f"{decision.stage}.{decision.id}")
@@ -59,7 +62,7 @@ class SearchLoop:
             if config is None:
                 break
             trial = self.consider(config)
-            ok = trial.status in ("ok", "duplicate") and trial.median_s is not None
+            ok = trial.status.measured and trial.median_s is not None
             same_as = first_with.setdefault(trial.exe_hash, config) if trial.exe_hash else None
             strategy.tell(config, trial.median_s if ok else None, same_as=same_as if same_as != config else None)
         self.no_ops.extend(n for n in strategy.no_ops if n not in self.no_ops)
@@ -74,7 +77,7 @@ class SearchLoop:
             trial = recorded
         else:
             candidate = concretize(self.stages, config)
-            trial, spent = measure(self.store, self.session, self.workload_id, self.run_id, config, candidate,
+            trial, spent = measure(self.store, self.runner, self.workload_id, self.run_id, config, candidate,
                                     key, self.settings)
             self.worker_s += spent
             self.new_trials += 1
@@ -85,9 +88,9 @@ class SearchLoop:
         if not config:
             if trial.status != "ok":
                 raise UserError(f"the workload fails under the default compile: {trial.status}: {trial.error}")
-            self.session.set_deadlines(trial.compile_s or 1.0,
+            self.runner.set_deadlines(trial.compile_s or 1.0,
                                        max((trial.worker_s or 0) - (trial.compile_s or 0), 0.1))
-        if trial.status in ("ok", "duplicate") and trial.median_s is not None:
+        if trial.status.measured and trial.median_s is not None:
             self.best_s = trial.median_s if self.best_s is None else min(self.best_s, trial.median_s)
         event = TrialEvent(self.considered, config, trial.status, trial.median_s, self.best_s, resumed,
                            trial.spent_s or 0.0)
@@ -99,7 +102,7 @@ class SearchLoop:
     def best_config(self) -> Config:
         """The fastest verified config considered in this run."""
         trials = [t for t in self.store.trials(self.workload_id)
-                  if t.config_key in self.keys and t.status in ("ok", "duplicate") and t.median_s is not None]
+                  if t.config_key in self.keys and t.status.measured and t.median_s is not None]
         return min(trials, key=lambda t: t.median_s).config if trials else {}  # type: ignore[arg-type, return-value]
 
 

@@ -1,10 +1,18 @@
-"""What a tuning run reports: an event per config considered, and the result."""
+"""What a tuning run reports: an event per config considered, its finalists, and the result.
+
+Records with `to_json` / `from_json`: a result is stored with its run (results.detail.summary)
+so that a rerun that measures nothing new reports the recorded decision, and bench, compare
+and the CLI read these records, not dicts.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
 
+from xtat.runner.load import Load
 from xtat.space.space import Config
+from xtat.tuning.confirmation import Confirmation
 
 
 @dataclass(frozen=True)
@@ -21,6 +29,46 @@ class TrialEvent:
 
 
 @dataclass(frozen=True)
+class Finalist:
+    """A config re-measured side by side with the default after the search; the one that went on
+    to confirmation carries its confirmed figures, and the side-by-side ones as `search_*`."""
+
+    trial: int  # its trial's id
+    config: Config
+    median_s: float
+    ci_s: tuple[float, float]
+    speedup: float  # the default's time / its time, paired by round
+    speedup_ci: tuple[float, float]
+    verified_on_second_inputs: bool | None = None  # None: not checked (no make_inputs, or not faster)
+    search_speedup: float | None = None
+    search_speedup_ci: tuple[float, float] | None = None
+    confirmation: Confirmation | None = None
+
+    @property
+    def confirmed(self) -> bool:
+        return self.confirmation is not None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"trial": self.trial, "config": self.config, "median_s": self.median_s,
+                                "ci_s": list(self.ci_s), "speedup": self.speedup, "speedup_ci": list(self.speedup_ci)}
+        if self.verified_on_second_inputs is not None:
+            data["verified_on_second_inputs"] = self.verified_on_second_inputs
+        if self.confirmation is not None:
+            data.update(search_speedup=self.search_speedup, search_speedup_ci=list(self.search_speedup_ci or ()),
+                        confirmation=self.confirmation.to_json())
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Finalist":
+        confirmation = data.get("confirmation")
+        return cls(data["trial"], data["config"], data["median_s"], tuple(data["ci_s"]),  # type: ignore[arg-type]
+                   data["speedup"], tuple(data["speedup_ci"]),  # type: ignore[arg-type]
+                   data.get("verified_on_second_inputs"), data.get("search_speedup"),
+                   tuple(data["search_speedup_ci"]) if data.get("search_speedup_ci") else None,  # type: ignore[arg-type]
+                   Confirmation.from_json(confirmation) if confirmation else None)
+
+
+@dataclass(frozen=True)
 class TuneResult:
     workload: str
     fingerprint: str
@@ -31,31 +79,63 @@ class TuneResult:
     speedup: float
     speedup_ci: tuple[float, float]
     adopted: bool
-    trials: dict[str, int]
-    best_config: Config
+    trials: dict[str, int]  # every recorded trial of the workload, by status
+    best_config: Config  # the adopted config ({} when none was)
     new_trials: int
     message: str
     wall_s: float
     worker_s: float
     db: str
-    finalists: list[dict] = field(default_factory=list)
+    finalists: tuple[Finalist, ...] = ()  # fastest side-by-side speedup first
     no_ops: list[str] = field(default_factory=list)  # decisions that never changed the executable
     notes: list[str] = field(default_factory=list)  # e.g. why a stage was left out
     pareto: list[dict] = field(default_factory=list)  # with --objectives beyond time: the non-dominated trials
     history: list[TrialEvent] = field(default_factory=list)  # this run's configs in the order considered
-    # The winner deployed through jax.jit in fresh processes (tuning.confirmation); empty when none was.
-    confirmation: dict = field(default_factory=dict)
-    search_load: dict = field(default_factory=dict)  # the machine's load during the search (runner.load)
+    # The winner deployed through jax.jit in fresh processes (tuning.confirmation); None when none was.
+    confirmation: Confirmation | None = None
+    search_load: Load | None = None  # the machine's load during the search (runner.load)
 
-    def to_json(self) -> dict:
-        return {
-            "workload": self.workload, "fingerprint": self.fingerprint,
-            "default_ms": self.default_ms, "default_ci_ms": list(self.default_ci_ms),
-            "best_ms": self.best_ms, "best_ci_ms": list(self.best_ci_ms),
-            "speedup": self.speedup, "speedup_ci": list(self.speedup_ci), "adopted": self.adopted,
-            "trials": self.trials, "best_config": self.best_config, "new_trials": self.new_trials,
-            "message": self.message, "wall_s": self.wall_s, "worker_s": self.worker_s, "db": self.db,
-            "finalists": self.finalists, "no_ops": self.no_ops, "notes": self.notes, "pareto": self.pareto,
-            "history": [asdict(event) for event in self.history], "confirmation": self.confirmation,
-            "search_load": self.search_load,
-        }
+    @property
+    def confirmed(self) -> Finalist | None:
+        """The finalist that went on to confirmation, if one did."""
+        return next((f for f in self.finalists if f.confirmed), None)
+
+    # The fields of a run's decision, stored with it; the rest are about this call.
+    DECISION = ("workload", "fingerprint", "default_ms", "default_ci_ms", "best_ms", "best_ci_ms", "speedup",
+                "speedup_ci", "adopted", "best_config", "message", "finalists", "no_ops", "notes", "confirmation",
+                "search_load")
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "finalists":
+                value = [finalist.to_json() for finalist in value]
+            elif f.name in ("confirmation", "search_load"):
+                value = value.to_json() if value is not None else {}
+            elif f.name == "history":
+                value = [asdict(event) for event in value]
+            elif isinstance(value, tuple):
+                value = list(value)
+            data[f.name] = value
+        return data
+
+    def decision_json(self) -> dict[str, Any]:
+        """What is stored with the run's result row."""
+        document = self.to_json()
+        return {name: document[name] for name in self.DECISION}
+
+    @classmethod
+    def from_decision(cls, document: dict[str, Any], **call: Any) -> "TuneResult":
+        """A stored decision (`decision_json`) with this call's fields (`trials`, `new_trials`, ...)."""
+        values = {name: document[name] for name in cls.DECISION if name in document}
+        for name in ("default_ci_ms", "best_ci_ms", "speedup_ci"):
+            values[name] = tuple(values[name])
+        values["finalists"] = tuple(Finalist.from_json(f) for f in values.get("finalists", ()))
+        confirmation, load = values.get("confirmation"), values.get("search_load")
+        values["confirmation"] = Confirmation.from_json(confirmation) if confirmation else None
+        values["search_load"] = Load(**load) if load else None
+        return cls(**values, **call)
+
+    def with_message(self, message: str) -> "TuneResult":
+        return replace(self, message=message)

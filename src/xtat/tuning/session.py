@@ -11,23 +11,11 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from xtat.errors import UserError
-from xtat.runner.session import Session
+from xtat.runner.process import ProcessRunner
 from xtat.tuning.settings import TuneSettings
 from xtat.arguments import export_flat
-from xtat.build.source import Source, is_source
+from xtat.source import Source, is_source
 from xtat.workload import Capture
-
-
-def make_stages() -> list:
-    """Every stage, in order. Configs are always concretized by all of them, so
-    records made with other --stages still build the same candidate."""
-    from xtat.stages.codegen import CodegenStage
-    from xtat.stages.passes import PassesStage
-    from xtat.stages.program.stage import ProgramStage
-    from xtat.stages.runtime import RuntimeStage
-
-    runtime, program = RuntimeStage(), ProgramStage()
-    return [runtime, program, PassesStage([runtime, program]), CodegenStage()]
 
 
 def rewritten_exporter(captured: Capture) -> Callable[[dict], bytes]:
@@ -54,20 +42,20 @@ def rewritten_exporter(captured: Capture) -> Callable[[dict], bytes]:
 
 
 @contextmanager
-def open_session(captured: Capture, settings: TuneSettings, *, verify_inputs: bool = True,
-                 prefix: str = "xtat-run-") -> Iterator[Session]:
+def open_runner(captured: Capture, settings: TuneSettings, *, verify_inputs: bool = True,
+                 prefix: str = "xtat-run-") -> Iterator[ProcessRunner]:
     """Workers for `captured` in a private folder; every worker stops and the folder goes on exit.
     Without `verify_inputs` the second input set is not sent (nothing will be re-verified)."""
     remove_abandoned_folders()
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     (folder / OWNER_FILE).write_text(str(os.getpid()))
-    session = Session(folder, captured.exported, captured.inputs,
+    runner = ProcessRunner(folder, captured.exported, captured.inputs,
                       captured.verify_inputs if verify_inputs else None, rewritten_exporter(captured),
                       settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
     try:
-        yield session
+        yield runner
     finally:
-        session.close()
+        runner.close()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -77,7 +65,7 @@ OWNER_FILE = "owner.pid"
 def remove_abandoned_folders() -> None:
     """Remove the run folders of killed runs (their owner process is gone): a SIGKILLed tuner
     cannot clean up after itself, so the next run does. Only folders with an owner file,
-    which only `open_session` writes, and only this user's, are touched."""
+    which only `open_runner` writes, and only this user's, are touched."""
     for owner in Path(tempfile.gettempdir()).glob(f"xtat-*/{OWNER_FILE}"):
         try:
             if owner.stat().st_uid != os.getuid():

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 from xtat.errors import UserError
 from xtat.model.objectives import OBJECTIVES
 from xtat.runner.timing import TimingPolicy
-from xtat.stages.base import STAGE_ORDER
+from xtat.runner.verify import Tolerance
+from xtat.stages.registry import STAGE_ORDER
 
 FORMULATIONS = ("joint", "staged", "alternating")
 
@@ -86,29 +86,13 @@ class TuneSettings:
                 any(o not in OBJECTIVES for o in self.objectives) or len(set(self.objectives)) < len(self.objectives):
             raise UserError(f"--objectives {','.join(self.objectives)}: start with time, then any of "
                             f"{', '.join(OBJECTIVES[1:])} (adoption is always on run time)")
-        for path in self.learn_from:  # refused before anything runs, not when the strategy is built
-            _check_store(path)
         if self.race_min_samples < 3 or (self.race_margin is not None and self.race_margin < 0):
             raise UserError("racing needs race_min_samples >= 3 and race_margin >= 0 (or None to turn it off)")
 
     @property
-    def timing(self) -> dict:
-        return asdict(TimingPolicy(min_sample_s=self.min_sample_s, samples=self.samples, seed=self.seed))
+    def timing(self) -> TimingPolicy:
+        return TimingPolicy(min_sample_s=self.min_sample_s, samples=self.samples, seed=self.seed)
 
     @property
-    def tolerance(self) -> dict:
-        return {"rtol": self.rtol, "atol": self.atol}
-
-
-def _check_store(path: str) -> None:
-    """A --learn-from path must be an xtat store (opened read only, so nothing is written)."""
-    from xtat.errors import StoreError
-    from xtat.store.sqlite import Store
-
-    if not Path(path).is_file():
-        raise UserError(f"--learn-from {path}: no store there; name the database file of an earlier tuning run "
-                        "(xtat tune --db)")
-    try:
-        Store.open(path, read_only=True).close()
-    except StoreError as exc:
-        raise UserError(f"--learn-from {path}: not a store xtat can read ({exc})") from exc
+    def tolerance(self) -> Tolerance:
+        return Tolerance(self.rtol, self.atol)

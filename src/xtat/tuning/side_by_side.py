@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from xtat.runner.session import DEFAULT_ID, Session
+from xtat.runner.base import DEFAULT_ID, Runner
 from xtat.runner.timing import median_ci, speedup_ci
 from xtat.space.space import Config, config_id
-from xtat.stages.base import Candidate, concretize
+from xtat.candidate import Candidate
+from xtat.stages.base import concretize
 from xtat.tuning.settings import TuneSettings
 
 
@@ -36,7 +37,7 @@ class SideBySide:
     configs: dict[str, Measured]  # by the caller's names
 
 
-def side_by_side(session: Session, stages: list, configs: Mapping[str, Config],
+def side_by_side(runner: Runner, stages: list, configs: Mapping[str, Config],
                  settings: TuneSettings) -> SideBySide:
     """Measure `configs` (by name) interleaved with the default for `settings.rounds` rounds.
     A config that fails to build gets an error; a worker failure while timing propagates
@@ -46,7 +47,7 @@ def side_by_side(session: Session, stages: list, configs: Mapping[str, Config],
     for name, config in configs.items():
         if ids[name] not in builds:
             builds[ids[name]] = concretize(stages, config)
-    samples = session.interleave(list(builds.items()), settings.rounds, settings.timing)
+    samples = runner.interleave(list(builds.items()), settings.rounds, settings.timing)
     base = samples.get(DEFAULT_ID)
     if base is None:
         return SideBySide(None, {name: Measured(config, error="the default failed to build")

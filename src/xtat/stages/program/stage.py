@@ -6,7 +6,8 @@ from dataclasses import replace
 
 from xtat.errors import UserError
 from xtat.space.space import Config, Decision
-from xtat.stages.base import Candidate, Context
+from xtat.candidate import Candidate
+from xtat.stages.base import Context
 from xtat.stages.passes import CSE_BARRIER_EXPANDER
 
 BARRIER_PREFIX = "barrier@"
@@ -15,8 +16,11 @@ BARRIER_PREFIX = "barrier@"
 class ProgramStage:
     name = "program"
 
-    def __init__(self) -> None:
+    def __init__(self, earlier: tuple = ()) -> None:
         self.unavailable: str | None = None  # why the program could not be rewritten, if so
+
+    def notes(self) -> list[str]:
+        return [f"{self.name} stage left out: {self.unavailable}"] if self.unavailable else []
 
     def discover(self, context: Context, frozen: Config, earlier: list[Decision]) -> list[Decision]:
         from xtat.stages.program import discover
@@ -37,3 +41,6 @@ class ProgramStage:
 
     def apply(self, values: dict[str, object], candidate: Candidate) -> Candidate:
         return replace(candidate, program={**candidate.program, **values}) if values else candidate
+
+    def vet(self, values: dict[str, object], platform: str, numerics_opt_in: bool) -> list[str]:
+        return []  # decision ids are checked against the program when it is rewritten (unknown ids refused)

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from xtat.errors import UserError
-from xtat.stages.base import STAGE_ORDER
+from xtat.stages.registry import STAGE_ORDER
 
 from xtat.cli.common import console, fail as _fail, names, user_errors
 # Measurement effort and deadlines, passed on to every run; hidden because the defaults are right

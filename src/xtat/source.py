@@ -1,4 +1,4 @@
-"""Programs that `jax.export` cannot carry: the worker imports the target and traces it itself.
+"""The program file of a workload that `jax.export` cannot carry: its importable source.
 
 Host callbacks (`jax.debug.print`, `jax.debug.callback`, `pure_callback`,
 `io_callback`, Equinox's runtime checks) and other effects cannot be
@@ -7,15 +7,14 @@ JSON `Source`: the importable target (module or file, and attribute), the
 program-stage rewrites of the candidate, and the program key the tuner traced.
 The worker imports the same target, checks that it traces the very same
 program (same key), and compiles it with its callbacks, which then run in the
-worker. Nothing is pickled: the worker gets the target's name, never objects.
+worker (`build.source_program`). Nothing is pickled: the worker gets the target's name,
+never objects.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
 
 SOURCE_FORMAT = "xtat-source/1"
 
@@ -48,29 +47,3 @@ class Source:
 
 def is_source(data: bytes) -> bool:
     return data[:1] == b"{" and SOURCE_FORMAT.encode() in data[:4096]
-
-
-class SourceProgram:
-    """Stands where a deserialized `jax.export` program would: `call` takes the flat input arrays."""
-
-    def __init__(self, source: Source):
-        import jax
-
-        from xtat.arguments import flat_function
-        from xtat.workload import describe_avals, load_target, program_key
-
-        sys.path.extend(p for p in source.sys_path if p not in sys.path)
-        workload = load_target(source.target)
-        lowered = jax.jit(workload.fn, **workload.jit_options).lower(*workload.args, **(workload.kwargs or {}))
-        if program_key(lowered.as_text(), describe_avals(lowered)) != source.program_key:
-            raise RuntimeError(
-                f"the worker imported {source.target} and traced another program than the tuner did; a target "
-                "traced in workers must build the same program and input shapes on every import (seed its inputs)"
-            )
-        fn, args, kwargs = workload.bound()
-        if source.decisions:
-            from xtat.stages.program import rewrite
-
-            fn = rewrite(fn, source.decisions)
-        self.call: Callable[..., Any]
-        self.call, _ = flat_function(fn, args, kwargs)

@@ -1,0 +1,35 @@
+"""A `Source` program file loaded in a worker: the target imported, traced and checked."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+from xtat.source import Source
+
+
+class SourceProgram:
+    """Stands where a deserialized `jax.export` program would: `call` takes the flat input arrays."""
+
+    def __init__(self, source: Source):
+        import jax
+
+        from xtat.arguments import flat_function
+        from xtat.targets import load_target
+        from xtat.workload import describe_avals, program_key
+
+        sys.path.extend(p for p in source.sys_path if p not in sys.path)
+        workload = load_target(source.target)
+        lowered = jax.jit(workload.fn, **workload.jit_options).lower(*workload.args, **(workload.kwargs or {}))
+        if program_key(lowered.as_text(), describe_avals(lowered)) != source.program_key:
+            raise RuntimeError(
+                f"the worker imported {source.target} and traced another program than the tuner did; a target "
+                "traced in workers must build the same program and input shapes on every import (seed its inputs)"
+            )
+        fn, args, kwargs = workload.bound()
+        if source.decisions:
+            from xtat.stages.program import rewrite
+
+            fn = rewrite(fn, source.decisions)
+        self.call: Callable[..., Any]
+        self.call, _ = flat_function(fn, args, kwargs)

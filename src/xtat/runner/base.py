@@ -1,0 +1,106 @@
+"""The Runner interface: what the tuning layer asks of measurement, in typed records.
+
+A runner builds candidates, verifies their outputs against the default's and times them.
+`runner.process.ProcessRunner` does it in worker processes (one per runtime environment,
+killed on deadline); a test double that answers from a table lets the loop, racing and
+adoption be tested in seconds (`tests/doubles.py`). Nothing above this interface knows
+of processes, pipes or the worker protocol's wire format.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Protocol
+
+from xtat.candidate import Candidate
+from xtat.runner.protocol import Compiled, Failed, Timed, Verified
+from xtat.runner.timing import Race, TimingPolicy
+from xtat.runner.verify import Budget, Tolerance
+from xtat.status import TrialStatus
+
+DEFAULT_ID = "default"  # the build id of the unchanged program under default options
+
+
+class WorkerFailure(Exception):
+    """The measuring process did not answer: it died, ran past its deadline or out of memory."""
+
+    def __init__(self, status: TrialStatus, error: str):
+        super().__init__(error)
+        self.status = status  # crash, timeout or oom
+        self.error = error
+
+
+class Placement(Protocol):
+    """Builds placed for interleaved timing, one fresh worker per environment."""
+
+    failed: dict[str, str]  # build id -> why it did not build
+
+    def sample_round(self, shuffle: random.Random) -> dict[str, float]:
+        """One sample of each placed build, in a new order (whichever goes first in a round can be
+        systematically slower or faster, and that must not decide anything)."""
+        ...
+
+
+class Runner(Protocol):
+    """Builds, verifies and times candidates of one captured workload.
+
+    Ids name builds: `DEFAULT_ID` for the default, a config's id otherwise. A failure of the
+    measuring machinery (a worker that died, hung or ran out of memory) is a `WorkerFailure`
+    from `interleave` and `place`; every other method reports it as `Failed`.
+    """
+
+    budget: Budget  # what a chaotic output may move, calibrated on the default (`runner.verify`)
+
+    def start(self) -> None:
+        """Make sure the default builds and runs (its outputs become the reference); raises UserError if not."""
+        ...
+
+    def set_deadlines(self, compile_s: float, measure_s: float) -> None:
+        """Deadlines follow from the default's compile and measure times."""
+        ...
+
+    def build(self, id: str, candidate: Candidate, *, is_default: bool = False) -> Compiled | Failed:
+        """Compile the candidate; `Compiled.exe_hash` names its executable (with its environment)."""
+        ...
+
+    def measure(self, id: str, candidate: Candidate, tolerance: Tolerance, timing: TimingPolicy, *,
+                is_default: bool = False, race: Race | None = None) -> Timed | Failed:
+        """Verify the build `id` (made by `build`) on both input sets, then time it."""
+        ...
+
+    def release(self, id: str, candidate: Candidate) -> None:
+        """The build `id` is not needed any more."""
+        ...
+
+    def verify(self, id: str, candidate: Candidate, tolerance: Tolerance, repeats: int = 1,
+               input_set: str = "verify") -> Verified | Failed:
+        """Check the build `id` `repeats` times on an input set (by default the second, `make_inputs(1)`),
+        building it again if its worker was restarted."""
+        ...
+
+    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int,
+                   timing: TimingPolicy) -> dict[str, list[float]]:
+        """Build each in a fresh worker, then time them round-robin; builds that fail are left out."""
+        ...
+
+    def place(self, builds: list[tuple[str, Candidate]], timing: TimingPolicy,
+              deploy_tolerance: Tolerance | None = None) -> Placement:
+        """Build each in a fresh worker and calibrate it for `Placement.sample_round`. With
+        `deploy_tolerance` builds go through the deploy path (`jax.jit(..., compiler_options=)`,
+        outputs verified) instead of lower().compile()."""
+        ...
+
+    def passes_that_ran(self, candidate: Candidate) -> list[str]:
+        """HLO passes that changed the candidate's program."""
+        ...
+
+    def discard(self, candidate: Candidate) -> None:
+        """Its worker's state is suspect (after an out-of-memory): the next build starts fresh."""
+        ...
+
+    def pids(self) -> list[int]:
+        """The measuring processes (the load monitor counts their CPU time as xtat's own)."""
+        ...
+
+    def close(self) -> None:
+        ...

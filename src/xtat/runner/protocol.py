@@ -1,0 +1,258 @@
+"""The worker protocol: one request record per operation and one reply record per outcome.
+
+These records are all that crosses the pipe between the tuner and a worker, as JSON lines
+(`encode`, `decode_request`, `decode_reply`). Decoding validates every field (pydantic), so a
+reply that does not match its record is a protocol error, not a KeyError three calls later. A
+request carries the protocol version; a worker of another version refuses it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Union
+
+from pydantic import TypeAdapter
+
+from xtat.runner.timing import Race, TimingPolicy
+from xtat.runner.verify import Tolerance
+from xtat.status import TrialStatus
+
+PROTOCOL_VERSION = 1
+
+
+class ProtocolError(Exception):
+    """A message that is not what the protocol says: a bug on one side, never a trial's outcome."""
+
+
+# ---------------------------------------------------------------- requests
+
+
+@dataclass(frozen=True)
+class Load:
+    """Load the run folder: inputs, references and the verification budget."""
+
+    op: ClassVar[str] = "load"
+    folder: str
+
+
+@dataclass(frozen=True)
+class Compile:
+    """Build a program file with compile options (`lower().compile()`), kept under `id`."""
+
+    op: ClassVar[str] = "compile"
+    id: str
+    program: str  # a file name in the run folder
+    options: dict[str, Any] = field(default_factory=dict)
+    is_default: bool = False
+
+
+@dataclass(frozen=True)
+class Deploy:
+    """Build as `xtat.jit` deploys (`jax.jit(program, compiler_options=...)`) and verify it."""
+
+    op: ClassVar[str] = "deploy"
+    id: str
+    program: str
+    options: dict[str, Any]
+    tolerance: Tolerance
+    is_default: bool = False
+
+
+@dataclass(frozen=True)
+class ReferenceOutputs:
+    """Run the build `id` (the default) on every input set and keep its outputs as the reference."""
+
+    op: ClassVar[str] = "reference_outputs"
+    id: str
+    calibrate: bool = True  # also calibrate the verification budget
+
+
+@dataclass(frozen=True)
+class Measure:
+    """Verify the build `id`, then time it (stopping early when `race` is lost)."""
+
+    op: ClassVar[str] = "measure"
+    id: str
+    tolerance: Tolerance
+    timing: TimingPolicy
+    is_default: bool = False
+    race: Race | None = None
+
+
+@dataclass(frozen=True)
+class Verify:
+    """Check the build's outputs on one input set."""
+
+    op: ClassVar[str] = "verify"
+    id: str
+    input_set: str
+    tolerance: Tolerance
+
+
+@dataclass(frozen=True)
+class Calibrate:
+    """Warm the build up and choose its inner repeats per sample."""
+
+    op: ClassVar[str] = "calibrate"
+    id: str
+    timing: TimingPolicy
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timing sample of `inner` calls."""
+
+    op: ClassVar[str] = "sample"
+    id: str
+    inner: int
+
+
+@dataclass(frozen=True)
+class Release:
+    """Forget these builds (the compile cache may keep their executables a while)."""
+
+    op: ClassVar[str] = "release"
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Exit:
+    op: ClassVar[str] = "exit"
+
+
+Request = Union[Load, Compile, Deploy, ReferenceOutputs, Measure, Verify, Calibrate, Sample, Release, Exit]
+REQUESTS: dict[str, type] = {kind.op: kind for kind in Request.__args__}  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- replies
+
+
+@dataclass(frozen=True)
+class Check:
+    """Outputs compared with the reference (`runner.verify`)."""
+
+    verified: bool
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    mismatch: str = ""  # the failed rules, in words
+    mismatches: tuple[dict[str, Any], ...] = ()  # each failed rule: output, index, values, margin
+    closest: dict[str, float] = field(default_factory=dict)  # how near each rule came to failing
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The operation failed; `status` is the trial's outcome, `check` set for a wrong result."""
+
+    status: TrialStatus
+    error: str
+    check: Check | None = None
+    trace: str | None = None  # a worker bug's traceback
+
+
+@dataclass(frozen=True)
+class Loaded:
+    input_sets: tuple[str, ...]
+    has_reference: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Compiled:
+    compile_s: float  # the build's real compile time, also when it came from the cache
+    exe_hash: str
+    metrics: dict[str, Any]  # compile-time facts (model.features.compile_metrics)
+    cached: bool  # no compile time was spent now
+
+
+@dataclass(frozen=True)
+class Deployed:
+    compile_s: float  # first call included
+
+
+@dataclass(frozen=True)
+class Referenced:
+    budget: dict[str, Any]  # runner.verify.Budget as JSON
+
+
+@dataclass(frozen=True)
+class Timed:
+    samples: tuple[float, ...]
+    inner: int
+    median_s: float
+    ci_s: tuple[float, float]
+    measure_s: float  # wall time of verifying and timing
+    raced: bool  # stopped early: slower than the incumbent
+    check: Check
+
+
+@dataclass(frozen=True)
+class Verified:
+    check: Check
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    inner: int
+
+
+@dataclass(frozen=True)
+class Sampled:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Done:
+    """An operation with nothing to report (release, exit)."""
+
+
+Reply = Union[Failed, Loaded, Compiled, Deployed, Referenced, Timed, Verified, Calibrated, Sampled, Done]
+REPLIES: dict[str, type] = {kind.__name__: kind for kind in Reply.__args__}  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- the wire
+
+
+@functools.cache
+def _adapter(kind: type) -> TypeAdapter:
+    return TypeAdapter(kind)
+
+
+def encode(message: Any) -> str:
+    """One JSON line for a request or a reply."""
+    body = _adapter(type(message)).dump_python(message, mode="json")
+    head = {"v": PROTOCOL_VERSION, "op": message.op} if type(message) in REQUESTS.values() else \
+        {"reply": type(message).__name__}
+    return json.dumps({**head, "body": body})
+
+
+def decode_request(line: str) -> Request:
+    message = _parse(line)
+    if message.get("v") != PROTOCOL_VERSION:
+        raise ProtocolError(f"protocol version {message.get('v')!r}, this worker speaks {PROTOCOL_VERSION}")
+    return _validate(REQUESTS, message.get("op"), message.get("body"))
+
+
+def decode_reply(line: str) -> Reply:
+    message = _parse(line)
+    return _validate(REPLIES, message.get("reply"), message.get("body"))
+
+
+def _parse(line: str) -> dict:
+    try:
+        message = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(f"not a JSON line: {line[:200]!r}") from exc
+    if not isinstance(message, dict):
+        raise ProtocolError(f"not a protocol message: {line[:200]!r}")
+    return message
+
+
+def _validate(kinds: dict[str, type], name: Any, body: Any) -> Any:
+    kind = kinds.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise ProtocolError(f"unknown message {name!r}")
+    try:
+        return _adapter(kind).validate_python(body or {})
+    except ValueError as exc:  # pydantic's ValidationError
+        raise ProtocolError(f"malformed {name}: {exc}") from exc

@@ -1,0 +1,83 @@
+"""The Storage interface: what the tuner, `xtat.jit`, compare and bench ask of a store.
+
+Records are frozen dataclasses (`store.sqlite.Trial`, `WorkloadRecord`, `Result`); a store
+is a context manager that closes on exit. `store.sqlite.Store` is the implementation (one
+SQLite file, shared by tuners on one machine); another backend implements this protocol.
+Every row may come from another machine or person: nothing read from a store is applied
+before `store.vetting` has vetted it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from xtat.status import TrialStatus
+
+if TYPE_CHECKING:
+    from xtat.store.sqlite import ImportReport, Result, Trial, WorkloadRecord
+
+
+class Storage(Protocol):
+    path: Path  # where it lives, for messages
+
+    def __enter__(self) -> "Storage": ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def close(self) -> None: ...
+
+    # workloads: one row per fingerprint (program and environment)
+    def upsert_workload(self, fingerprint: str, program: str, name: str, env: dict, info: dict) -> int: ...
+
+    def workload(self, fingerprint: str) -> "WorkloadRecord | None": ...
+
+    def workloads(self) -> "list[WorkloadRecord]": ...
+
+    def workloads_of_program(self, program: str) -> "list[WorkloadRecord]": ...
+
+    def find_workload(self, name_or_fingerprint: str) -> "WorkloadRecord": ...
+
+    # runs: one row per tuning run, with the settings it was asked
+    def begin_run(self, workload_id: int, settings: dict) -> int: ...
+
+    def finish_run(self, run_id: int, status: str) -> None: ...
+
+    def run_settings(self, run_id: int | None) -> dict | None: ...
+
+    # trials: one row per config of a workload, claimed by one tuner, then finished
+    def start_trial(self, workload_id: int, run_id: int, config: dict, key: str) -> int | None:
+        """Claim a config; None when another tuner finished it meanwhile."""
+        ...
+
+    def finish_trial(self, trial_id: int, status: TrialStatus, **fields: object) -> None: ...
+
+    def demote_trial(self, trial_id: int, error: str) -> None: ...
+
+    def trial(self, workload_id: int, key: str) -> "Trial | None": ...
+
+    def trials(self, workload_id: int) -> "list[Trial]": ...
+
+    def measured_with_hash(self, workload_id: int, exe_hash: str, asking_id: int) -> "Trial | None":
+        """The earliest measured trial of this executable other than the asking one (deduplication)."""
+        ...
+
+    # results: the decision of each run; the newest made here is in force
+    def add_result(self, workload_id: int, run_id: int | None, adopted: bool, config: dict,
+                   default_s: float | None, best_s: float | None, speedup: tuple[float, float, float] | None,
+                   detail: dict) -> int: ...
+
+    def latest_result(self, workload_id: int) -> "Result | None": ...
+
+    def results(self, workload_id: int) -> "list[Result]": ...
+
+    def mark_rejected(self, result_id: int, reason: str, env: dict) -> None: ...
+
+    # machine facts (roofline peaks) and exchange between stores
+    def machine_fact(self, key: str) -> dict | None: ...
+
+    def set_machine_fact(self, key: str, value: dict) -> None: ...
+
+    def export(self) -> dict: ...
+
+    def import_(self, document: dict, prefer_imported: bool = False) -> "ImportReport": ...

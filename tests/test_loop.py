@@ -1,0 +1,122 @@
+"""The search loop, racing, deduplication and adoption on `FakeRunner`, a test double of the
+runner (tests/doubles.py): the decisions are real, the times are the test's. Seconds in all."""
+
+from __future__ import annotations
+
+import pytest
+
+import xtat
+from doubles import FakeRunner, fake_runner_factory
+from tiny import FAST, tiny_mlp
+from xtat.candidate import Candidate
+from xtat.status import TrialStatus
+from xtat.store.sqlite import Store
+
+WIDTH = "xla_cpu_prefer_vector_width"
+LEVEL = "xla_backend_optimization_level"
+DEFAULT_S = 1e-3
+
+
+def tune(db, runner: FakeRunner, **settings):
+    options = {**FAST, "stages": ("codegen",), "budget": 60, **settings}
+    return xtat.tune(tiny_mlp(), db=db, runner=fake_runner_factory(runner), **options)
+
+
+def faster_with(option: str, value: object, speedup: float):
+    return lambda c: DEFAULT_S / speedup if c.compile_options.get(option) == value else DEFAULT_S
+
+
+def trials(db):
+    store = Store.open(db)
+    try:
+        return store.trials(store.workloads()[0].id)
+    finally:
+        store.close()
+
+
+def test_a_faster_config_is_found_confirmed_and_adopted(db):
+    runner = FakeRunner(faster_with(WIDTH, 256, 2.0))
+    result = tune(db, runner)
+    assert result.adopted, result.message
+    assert result.best_config == {"codegen": {WIDTH: 256}}
+    assert 1.8 < result.speedup < 2.2 and result.speedup_ci[0] > 1.02
+    assert result.confirmation.verdict.value == "faster" and result.confirmed.config == result.best_config
+    # The default is built and measured first; adoption re-verifies, then deploys both side by side.
+    assert runner.calls[:2] == [("build", "default"), ("measure", "default")]
+    assert ("verify", next(id for op, id in runner.calls if op == "verify")) in runner.calls
+    assert runner.calls[-2:][0][0] == "place" and runner.calls[-2][1] == "default"
+
+
+def test_a_tie_is_not_adopted(db):
+    result = tune(db, FakeRunner(faster_with(WIDTH, 256, 1.005)))
+    assert not result.adopted and result.best_config == {}
+    assert "the default stays" in result.message
+
+
+def test_failures_are_recorded_with_their_status_and_the_run_goes_on(db):
+    fails = {128: TrialStatus.WRONG_RESULT, 512: TrialStatus.CRASH, 1: TrialStatus.COMPILE_ERROR,
+             3: TrialStatus.TIMEOUT}
+
+    def time_of(c: Candidate):
+        for option in (WIDTH, LEVEL):
+            if c.compile_options.get(option) in fails:
+                return fails[c.compile_options[option]]  # a wrong result that would be the fastest
+        return DEFAULT_S
+
+    result = tune(db, FakeRunner(time_of))
+    by_config = {str(t.config): t.status for t in trials(db)}
+    assert by_config[str({"codegen": {WIDTH: 128}})] == TrialStatus.WRONG_RESULT
+    assert by_config[str({"codegen": {WIDTH: 512}})] == TrialStatus.CRASH
+    assert by_config[str({"codegen": {LEVEL: 1}})] == TrialStatus.COMPILE_ERROR
+    assert by_config[str({"codegen": {LEVEL: 3}})] == TrialStatus.TIMEOUT
+    assert not result.adopted and sum(result.trials.values()) == 60
+
+
+def test_an_impossibly_fast_config_is_a_wrong_result(db):
+    result = tune(db, FakeRunner(faster_with(WIDTH, 256, 100.0)))
+    wrong = [t for t in trials(db) if t.config == {"codegen": {WIDTH: 256}}][0]
+    assert wrong.status == TrialStatus.WRONG_RESULT and "impossibly fast" in (wrong.error or "")
+    assert not result.adopted
+
+
+def test_clearly_slower_configs_are_raced_and_never_finalists(db):
+    slow = lambda c: 2 * DEFAULT_S if c.compile_options.get(WIDTH) == 512 else DEFAULT_S  # noqa: E731
+    tune(db, FakeRunner(slow))
+    raced = [t for t in trials(db) if t.config == {"codegen": {WIDTH: 512}}][0]
+    assert raced.status == TrialStatus.OK and raced.raced
+    assert len(raced.samples or []) == 3 < FAST["samples"]  # stopped at race_min_samples
+
+
+def test_a_config_with_the_default_executable_is_a_duplicate_and_a_no_op(db):
+    runner = FakeRunner(lambda c: DEFAULT_S,
+                        exe_of=lambda c: "same" if c.compile_options.get(WIDTH) else repr(c.compile_options))
+    result = tune(db, runner)
+    twins = [t for t in trials(db) if WIDTH in t.config.get("codegen", {})]
+    default = [t for t in trials(db) if not t.config][0]
+    assert twins and all(t.status == TrialStatus.DUPLICATE for t in twins[1:])
+    assert any(WIDTH in name for name in result.no_ops) or twins[0].same_as in (None, default.id)
+
+
+def test_a_finalist_wrong_on_the_second_inputs_is_demoted(db):
+    runner = FakeRunner(faster_with(WIDTH, 256, 2.0),
+                        wrong_on_second_inputs=lambda c: c.compile_options.get(WIDTH) == 256)
+    result = tune(db, runner)
+    assert not result.adopted and "failed re-verification" in result.message
+    demoted = [t for t in trials(db) if t.config == {"codegen": {WIDTH: 256}}][0]
+    assert demoted.status == TrialStatus.WRONG_RESULT
+
+
+def test_a_rerun_measures_nothing_new_and_keeps_the_decision(db):
+    first = tune(db, FakeRunner(faster_with(WIDTH, 256, 2.0)))
+    runner = FakeRunner(faster_with(WIDTH, 256, 2.0))
+    again = tune(db, runner)
+    assert again.new_trials == 0 and again.adopted == first.adopted and "(recorded)" in again.message
+    assert not [call for call in runner.calls if call[0] in ("build", "measure")]
+
+
+@pytest.mark.parametrize("strategy", ["random", "evolution", "model"])
+def test_other_strategies_find_the_faster_config(db, strategy):
+    result = tune(db, FakeRunner(lambda c: DEFAULT_S / (1.5 if c.compile_options.get(WIDTH) == 256 else 1.0)
+                                 / (1.3 if c.compile_options.get(LEVEL) == 2 else 1.0)),
+                  strategy=strategy, budget=40)
+    assert result.adopted and result.speedup > 1.25, result.message
