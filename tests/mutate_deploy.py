@@ -3,11 +3,13 @@ in turn must fail its tests.
 
     .venv/bin/python tests/mutate_deploy.py [MUTATION ...]
 
-Each mutation edits one source file, runs the tests that cover it, prints the tests that failed,
-and restores the file. Not collected by pytest.
+The harness is tests/mutation.py. Not collected by pytest.
 """
-import subprocess, re, pathlib, sys
-M = [
+import sys
+
+from mutation import Mutation, check
+
+M = [Mutation(*m) for m in [
  ("backing trial", "src/xtat/store/vetting.py", "        if not any(status == \"ok\" and trial_key == key for trial_key, status in trials):", "        if False:", "tests/test_apply.py tests/test_store.py"),
  ("numerics opt-in", "src/xtat/store/vetting.py", "        elif decision.relaxes_numerics and value != decision.default and not numerics_opt_in:", "        elif False:", "tests/test_apply.py"),
  ("safe passes", "src/xtat/store/vetting.py", "        if name not in SAFE or not isinstance(value, bool):", "        if False:", "tests/test_apply.py"),
@@ -20,17 +22,9 @@ M = [
  ("machine in key", "src/xtat/workload.py", "        env.update(_cpu_identity())", "        pass", "tests/test_apply.py"),
  ("roof check", "src/xtat/bench/roofline.py", "    if max(placement.default_fraction, placement.tuned_fraction) > 1.0:", "    if False:", "tests/test_bench.py"),
  ("loops left out", "src/xtat/bench/roofline.py", "    if loops:", "    if False:", "tests/test_bench.py"),
- ("export error", "src/xtat/tuning/session.py", "        except Exception as exc:  # e.g. a knob", "        except ZeroDivisionError as exc:  # e.g. a knob", "tests/test_tune.py"),
+ ("export error", "src/xtat/tuning/session.py", "        except Exception as exc:  # e.g. a knob", "        except ZeroDivisionError as exc:  # e.g. a knob", "tests/test_tune.py -k exported"),
  ("preset options", "src/xtat/apply/preset.py", "        \"compiler_options\": {e.name: e.compile_options for e in entries},", "        \"compiler_options\": {e.name: {} for e in entries},", "tests/test_preset.py"),
  ("run affinity", "src/xtat/apply/launch.py", "        os.sched_setaffinity(0, runtime.cpus)", "        pass", "tests/test_launch.py"),
-]
-for name, path, a, b, test in [m for m in M if not sys.argv[1:] or m[0] in sys.argv[1:]]:
-    p = pathlib.Path(path); orig = p.read_text(); assert a in orig, name
-    p.write_text(orig.replace(a, b, 1))
-    try:
-        k = ["-k", "exported"] if test.endswith("test_tune.py") else []
-        r = subprocess.run([".venv/bin/python", "-m", "pytest", "-q", "-p", "no:randomly", *test.split(), *k], capture_output=True, text=True)
-        failed = sorted(set(re.findall(r"FAILED (\S+)", r.stdout)))
-        print(f"{name}: {len(failed)} failed: {', '.join(failed)[:300]}", flush=True)
-    finally:
-        p.write_text(orig)
+]]
+
+sys.exit(check(M))

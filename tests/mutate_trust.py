@@ -3,18 +3,13 @@ removed in turn must fail its tests.
 
     .venv/bin/python tests/mutate_trust.py [MUTATION ...]
 
-Each mutation is applied to a fresh `git archive HEAD` copy (the working tree is never
-changed), and the tests that cover it run there with PYTHONPATH pointing at the copy
-(workers inherit it). Prints the tests that failed. Not collected by pytest.
+The harness is tests/mutation.py. Not collected by pytest.
 """
-import pathlib
-import re
-import subprocess
 import sys
-import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-M = [
+from mutation import Mutation, check
+
+M = [Mutation(*m) for m in [
     ("floor from max, not RMS", "src/xtat/runner/verify.py", "    bound = own + bounds.floor * rms\n",
      "    bound = own + bounds.floor * float(np.max(scale))\n", "tests/test_verify.py"),
     ("no spread rule", "src/xtat/runner/verify.py", "    if s.spread * s.size > max(1, math.floor(spread_allowed * s.size)):",
@@ -55,19 +50,6 @@ M = [
     ("import skips unreported", "src/xtat/store/sqlite.py",
      "                if recorded:\n                    skipped.append", "                if False:\n                    skipped.append",
      "tests/test_store.py"),
-]
+]]
 
-for name, path, a, b, test in [m for m in M if not sys.argv[1:] or m[0] in sys.argv[1:]]:
-    with tempfile.TemporaryDirectory() as copy:
-        archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", copy], input=archive, check=True)
-        target = pathlib.Path(copy) / path
-        text = target.read_text()
-        assert a in text, name
-        target.write_text(text.replace(a, b, 1))
-        result = subprocess.run([str(ROOT / ".venv/bin/python"), "-m", "pytest", "-q", "-p", "no:randomly",
-                                 *test.split()], cwd=copy, capture_output=True, text=True,
-                                env={"PATH": "/usr/bin:/bin", "HOME": str(pathlib.Path.home()),
-                                     "PYTHONPATH": str(pathlib.Path(copy) / "src")})
-        failed = sorted(set(re.findall(r"FAILED (\S+)", result.stdout)))
-        print(f"{name}: {len(failed)} failed: {', '.join(failed)[:300]}", flush=True)
+sys.exit(check(M))
