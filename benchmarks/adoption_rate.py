@@ -32,15 +32,17 @@ def main() -> None:
     started = time.perf_counter()
     for seed in range(args.runs):
         with tempfile.TemporaryDirectory() as folder:
-            result = xtat.tune(load_target(args.target), db=Path(folder) / "xtat.db", stages=tuple(args.stages.split(",")),
-                               budget=args.budget, seed=seed)
+            result = xtat.tune(load_target(args.target), db=Path(folder) / "xtat.db",
+                               stages=tuple(args.stages.split(",")), budget=args.budget, seed=seed)
         adopted += result.adopted
         hit = bool(args.expect) and result.adopted and result.best_config.get("passes", {}).get(args.expect) is True
         expected += hit
         confirmed = result.confirmed
+        search = confirmed.search_speedup if confirmed and confirmed.search_speedup else 0.0
+        rounds = result.confirmation.rounds if result.confirmation else 0
         print(f"seed {seed}: {'ADOPTED' if result.adopted else 'not adopted'} {result.speedup:.3f}x "
-              f"[{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}] (search {confirmed.search_speedup if confirmed else 0:.3f}x), "
-              f"rounds {result.confirmation.rounds if result.confirmation else 0}, config {json.dumps(result.best_config)}; "
+              f"[{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}] (search {search:.3f}x), "
+              f"rounds {rounds}, config {json.dumps(result.best_config)}; "
               f"{result.message[:80]}", flush=True)
     print(f"{args.target}: adopted in {adopted} of {args.runs} runs"
           + (f", switching {args.expect} off in {expected}" if args.expect else "")

@@ -123,7 +123,7 @@ def operating_characteristic(runs: int) -> None:
     for spread in (0.05, 0.10, 0.15, 0.20):
         for true in (1.00, 1.02, 1.05, 1.10, 1.15):
             row = []
-            for name, design in designs.items():
+            for design in designs.values():
                 verdicts = design.simulate(true, spread, runs, seed=int(spread * 1000 + true * 100))
                 row.append(f"{verdicts.count(Verdict.FASTER) / runs:.3f}")
             print(f"{spread:.2f} | {true:.2f} | " + " | ".join(row))

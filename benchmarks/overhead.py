@@ -16,8 +16,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from xtat.tuner import TuneSettings, tune
 from xtat.targets import load_target
+from xtat.tuner import TuneSettings, tune
 
 
 def main() -> None:

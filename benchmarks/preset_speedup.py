@@ -50,7 +50,8 @@ def main() -> None:
     workload = load_target(options.target)
     args, kwargs = workload.args, workload.kwargs or {}
     builds = {"jax.jit": jax.jit(workload.fn, **workload.jit_options),
-              "jax.jit + preset": jax.jit(workload.fn, **workload.jit_options, compiler_options=preset.COMPILER_OPTIONS[name])}
+              "jax.jit + preset": jax.jit(workload.fn, **workload.jit_options,
+                                          compiler_options=preset.COMPILER_OPTIONS[name])}
     for call in builds.values():
         jax.block_until_ready(call(*args, **kwargs))  # compiled before timing
     times = interleaved({label: (lambda c=call: jax.block_until_ready(c(*args, **kwargs)))

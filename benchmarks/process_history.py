@@ -26,10 +26,10 @@ from pathlib import Path
 
 from xtat.compare.remeasure import remeasured_path, speedups_only
 from xtat.stages.registry import make_stages
+from xtat.targets import load_target
 from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
-from xtat.targets import load_target
 from xtat.workload import capture
 
 

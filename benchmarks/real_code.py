@@ -28,8 +28,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+
 from xtat.model.cost_model import Example, examples, held_out_ranking
 from xtat.store.sqlite import Store
 

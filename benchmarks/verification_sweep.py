@@ -18,14 +18,14 @@ import json
 import time
 from collections import Counter
 
+from xtat.candidate import Candidate
 from xtat.runner.protocol import Failed
 from xtat.runner.verify import Tolerance
-from xtat.stages.codegen.curated import BY_PLATFORM
-from xtat.candidate import Candidate
 from xtat.stages.base import concretize
+from xtat.stages.codegen.curated import BY_PLATFORM
 from xtat.stages.passes import SAFE
-from xtat.suite import FORMS, entries, suite_workload
 from xtat.stages.registry import make_stages
+from xtat.suite import FORMS, entries, suite_workload
 from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
 from xtat.workload import capture

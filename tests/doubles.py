@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from xtat.candidate import Candidate
 from xtat.runner.base import WorkerFailure

@@ -12,18 +12,41 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from xtat.bench.campaign import (BenchResult, BenchSettings, Outcome, earlier_outcomes, geometric_mean, select,
-                                 still_decided, tune_entry)
+from xtat.analysis.ablation import Ablation, Variant
+from xtat.bench.campaign import (
+    BenchResult,
+    BenchSettings,
+    Outcome,
+    earlier_outcomes,
+    geometric_mean,
+    select,
+    still_decided,
+    tune_entry,
+)
 from xtat.bench.report import bench_report
 from xtat.bench.roofline import MachinePeak, machine_key, place
 from xtat.errors import UserError
-from xtat.report import (ConvergenceSeries, Figure, Paragraph, Preformatted, Report, RooflinePoint, Section,
-                         SpeedupBar, StageShares, Table, TrialPoint, ablation_figure, convergence_figure,
-                         roofline_figure, speedup_figure, write_report)
+from xtat.report import (
+    ConvergenceSeries,
+    Figure,
+    Paragraph,
+    Preformatted,
+    Report,
+    RooflinePoint,
+    Section,
+    SpeedupBar,
+    StageShares,
+    Table,
+    TrialPoint,
+    ablation_figure,
+    convergence_figure,
+    roofline_figure,
+    speedup_figure,
+    write_report,
+)
 from xtat.report.figures import is_png
 from xtat.store.sqlite import Store
 from xtat.suite import SuiteEntry
-from xtat.analysis.ablation import Ablation, Variant
 from xtat.workload import Workload
 
 
@@ -218,7 +241,8 @@ def synthetic_bench_result() -> BenchResult:
                       roofline=place(peak, {"flops": 1e8, "bytes accessed": 1e7}, 0.010, 0.008)[0])
     kept = Outcome("synthetic-b/train", "synthetic-b", "test", "train", fingerprint="e" * 64, default_ms=5.0,
                    default_ci_ms=(4.9, 5.1), best_ms=5.0, best_ci_ms=(4.9, 5.1), speedup=1.0, speedup_ci=(0.98, 1.03),
-                   search_speedup=1.1, search_speedup_ci=(1.05, 1.2), message="no significant improvement", trials={"ok": 3}, history=history[:1],
+                   search_speedup=1.1, search_speedup_ci=(1.05, 1.2), message="no significant improvement",
+                   trials={"ok": 3}, history=history[:1],
                    roofline_left_out="1 while loop(s), whose bodies XLA's cost analysis counts once")
     failed = Outcome("synthetic-c/train", "synthetic-c", "test", "train", error="UserError: does not trace")
     outcomes = (adopted, kept, failed)

@@ -30,7 +30,8 @@ def test_identity_changes_when_the_code_changes():
 
 
 def test_identical_executables_reuse_one_measurement(db):
-    xtat.tune(tiny_nan_max(), db=db, budget=4, options=("xla_cpu_experimental_ynn_fusion_type",), stages=("codegen",), **FAST)
+    xtat.tune(tiny_nan_max(), db=db, budget=4, options=("xla_cpu_experimental_ynn_fusion_type",), stages=("codegen",),
+              **FAST)
     store = Store.open(db, read_only=True)
     trials = {t.id: t for t in store.trials(store.workloads()[0].id)}
     duplicates = [t for t in trials.values() if t.status == "duplicate"]

@@ -53,7 +53,8 @@ def test_bad_database_is_refused_unchanged(tmp_path):
 
 
 def test_tune_json_contract_show_trials_apply_export_import(db, tmp_path):
-    result = run("tune", tiny_target("tiny_mlp"), "--db", db, "--budget", "3", "--options", OPTIONS, "--stages", "codegen", "--json")
+    result = run("tune", tiny_target("tiny_mlp"), "--db", db, "--budget", "3", "--options", OPTIONS,
+                 "--stages", "codegen", "--json")
     document = json.loads(result.stdout.strip().splitlines()[-1])
     for key in ("workload", "fingerprint", "default_ms", "best_ms", "speedup", "speedup_ci", "adopted", "trials",
                 "best_config"):

@@ -11,12 +11,28 @@ from types import SimpleNamespace
 import pytest
 
 from tiny import FAST, tiny_target
-from xtat.compare.analysis import (BASELINE, Point, RunRecord, analyze, convergence, first_reaching, incumbents,
-                                   median_by_trials, median_by_wall, median_not_reached_last)
+from xtat.compare.analysis import (
+    BASELINE,
+    Point,
+    RunRecord,
+    analyze,
+    convergence,
+    first_reaching,
+    incumbents,
+    median_by_trials,
+    median_by_wall,
+    median_not_reached_last,
+)
 from xtat.compare.remeasure import remeasure, remeasured_path
 from xtat.compare.report import campaign_report
-from xtat.compare.runner import (TUNING_FIELDS, CampaignPlan, available_strategies, record_from_result, run_campaign,
-                                 run_paths)
+from xtat.compare.runner import (
+    TUNING_FIELDS,
+    CampaignPlan,
+    available_strategies,
+    record_from_result,
+    run_campaign,
+    run_paths,
+)
 from xtat.errors import UserError
 from xtat.report import to_html, to_markdown
 from xtat.space.space import config_key

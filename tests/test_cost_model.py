@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 import xtat
-from xtat.errors import UserError
 from tiny import FAST, mlp, tiny_mlp
+from xtat.candidate import Candidate
+from xtat.errors import UserError
 from xtat.model.cost_model import examples, prior, ranking_report
 from xtat.model.features import compile_metrics, decision_features
 from xtat.model.objectives import pareto_front, pareto_indices
@@ -27,7 +28,6 @@ from xtat.search.gp import GPSearch
 from xtat.search.model import ModelSearch
 from xtat.search.random_search import RandomSearch
 from xtat.space.space import Decision, Space, config_key
-from xtat.candidate import Candidate
 from xtat.store.sqlite import Store, Trial
 from xtat.tuner import TuneSettings
 from xtat.tuning.adoption import finalize

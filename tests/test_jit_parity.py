@@ -20,7 +20,8 @@ import dataclasses
 import functools
 import re
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp

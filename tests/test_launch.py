@@ -12,7 +12,8 @@ from records import adopt
 from tiny import tiny_mlp
 
 XTAT_RUN = [sys.executable, "-m", "xtat.cli.app", "run"]
-READ_BACK = "import os, jax; print(len(os.sched_getaffinity(0)), jax.local_device_count(), os.environ.get('XLA_FLAGS', '-'))"
+READ_BACK = ("import os, jax; "
+             "print(len(os.sched_getaffinity(0)), jax.local_device_count(), os.environ.get('XLA_FLAGS', '-'))")
 
 
 def _record(db, runtime: dict, name: str = "tiny_mlp", env: dict | None = None, workload=None) -> None:

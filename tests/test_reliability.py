@@ -85,7 +85,7 @@ def assert_nothing_lost(db, before: dict[str, tuple] | None = None, workers_befo
         keys = [row[0] for row in con.execute("SELECT config_key FROM trials")]
         assert len(keys) == len(set(keys)), "a config has more than one row"
         rows = con.execute("SELECT config_key, status, error, median_s FROM trials").fetchall()
-        for key, status, error, median in rows:
+        for key, status, error, _median in rows:
             assert status in FINAL_STATUSES, (key, status)
             if status not in ("ok", "duplicate"):
                 assert error, f"failure row {key} has no error text"
@@ -374,7 +374,8 @@ def test_two_tuners_and_a_jit_reader_share_one_database(db):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 xtat.jit(mlp, db=db)(*tiny_mlp().args)
-            errors.extend(str(w.message) for w in caught if "locked" in str(w.message) or "unreadable" in str(w.message))
+            errors.extend(str(w.message) for w in caught
+                          if "locked" in str(w.message) or "unreadable" in str(w.message))
             time.sleep(0.1)
 
     reader = threading.Thread(target=read)
@@ -413,16 +414,17 @@ def test_no_improvement_is_claimed_between_equal_configs_on_a_noisy_machine(tmp_
     builds, with a busy neighbour process: at most 5 may claim a significant speedup."""
     import numpy as np
 
+    from xtat.candidate import Candidate
     from xtat.runner.process import ProcessRunner
     from xtat.runner.timing import TimingPolicy, speedup_ci
-    from xtat.candidate import Candidate
     from xtat.tuner import TuneSettings
     from xtat.workload import capture
 
     captured = capture(tiny_mlp())
     runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, None, lambda program: b"",
                            startup_deadline_s=120, deadline_factor=10, min_deadline_s=30)
-    neighbour = subprocess.Popen([sys.executable, "-c", "import time\nend=time.time()+600\nwhile time.time()<end: pass"])
+    spin = "import time\nend=time.time()+600\nwhile time.time()<end: pass"
+    neighbour = subprocess.Popen([sys.executable, "-c", spin])
     runs, rounds = 100, 11
     try:
         samples = runner.interleave([("a", Candidate()), ("b", Candidate())], runs * rounds,

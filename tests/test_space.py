@@ -7,9 +7,8 @@ import pytest
 
 from xtat.errors import UserError
 from xtat.runner.verify import Tolerance, compare
-from xtat.stages.codegen import catalog
+from xtat.stages.codegen import catalog, codegen_space
 from xtat.stages.codegen.curated import CPU
-from xtat.stages.codegen import codegen_space
 
 
 def test_catalog_is_read_from_installed_xla():

@@ -9,13 +9,13 @@ import pytest
 
 import xtat
 from tiny import FAST, tiny_mlp
+from xtat.candidate import Candidate, ProcessSetup
 from xtat.search.sweep import SweepThenRandom
 from xtat.space.space import Decision, Space
-from xtat.candidate import Candidate, ProcessSetup
 from xtat.stages.base import concretize
 from xtat.stages.passes import CSE_BARRIER_EXPANDER
-from xtat.store.sqlite import Store
 from xtat.stages.registry import make_stages
+from xtat.store.sqlite import Store
 
 
 def _trials(db):

@@ -13,7 +13,6 @@ from xtat.status import TrialStatus
 from xtat.store.sqlite import SCHEMA_VERSION, Store
 from xtat.workload import fingerprint
 
-
 ENV = {"platform": "cpu", "device_kind": "cpu", "jax": "x", "jaxlib": "x"}
 FINGERPRINT = fingerprint("p" * 64, ENV)
 

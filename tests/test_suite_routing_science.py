@@ -6,7 +6,8 @@ Every workload is compiled once (module-scoped cache) and shared by the tests.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import numpy as np
@@ -34,7 +35,7 @@ class Statics:
     names: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, fn: Callable, static_argnums: Any, static_argnames: Any) -> "Statics":
+    def of(cls, fn: Callable, static_argnums: Any, static_argnames: Any) -> Statics:
         numbers = _as_tuple(static_argnums)
         names = _as_tuple(static_argnames)
         try:

@@ -107,7 +107,7 @@ class ProcessSetup:
         return {VARIABLE: json.dumps(self.to_json(), sort_keys=True)} if self else {}
 
     @classmethod
-    def from_environment(cls) -> "ProcessSetup":
+    def from_environment(cls) -> ProcessSetup:
         text = os.environ.get(VARIABLE)
         if not text:
             return cls()
@@ -124,5 +124,5 @@ class Candidate:
     compile_options: dict[str, object] = field(default_factory=dict)
     process: ProcessSetup = ProcessSetup()
 
-    def with_options(self, **options: object) -> "Candidate":
+    def with_options(self, **options: object) -> Candidate:
         return replace(self, compile_options={**self.compile_options, **options})

@@ -26,7 +26,7 @@ class Source:
     decisions: dict = field(default_factory=dict)  # program-stage rewrites of this candidate
     sys_path: tuple[str, ...] = ()  # where the tuner found the target's imports
 
-    def with_decisions(self, decisions: dict) -> "Source":
+    def with_decisions(self, decisions: dict) -> Source:
         return replace(self, decisions=dict(decisions))
 
     def to_bytes(self) -> bytes:
@@ -34,7 +34,7 @@ class Source:
                            "decisions": self.decisions, "sys_path": list(self.sys_path)}, sort_keys=True).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Source":
+    def from_bytes(cls, data: bytes) -> Source:
         record = json.loads(data)
         if not isinstance(record, dict) or record.get("format") != SOURCE_FORMAT:
             raise ValueError(f"not an {SOURCE_FORMAT} program file")

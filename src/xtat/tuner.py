@@ -10,23 +10,24 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import asdict, replace
 from pathlib import Path
-from contextlib import ExitStack
-from typing import Callable, ContextManager, Sequence
+from typing import Any
 
 from xtat.errors import StoreError, UserError
 from xtat.model.objectives import pareto_front
-from xtat.runner.load import LoadMonitor
 from xtat.runner.base import Runner
+from xtat.runner.load import LoadMonitor
 from xtat.space.space import config_key
 from xtat.stages.base import Context
+from xtat.stages.registry import make_stages
 from xtat.store.base import Storage
 from xtat.store.sqlite import Store, Trial
 from xtat.tuning.adoption import finalize
 from xtat.tuning.loop import SearchLoop, formulate
 from xtat.tuning.result import TrialEvent, TuneResult
-from xtat.stages.registry import make_stages
 from xtat.tuning.session import open_runner, rewritten_exporter
 from xtat.tuning.settings import FORMULATIONS, TuneSettings
 from xtat.workload import Capture, Workload, capture
@@ -36,7 +37,7 @@ __all__ = ["FORMULATIONS", "TrialEvent", "TuneResult", "TuneSettings", "rewritte
 
 # How a run gets its runner: given the captured workload and the settings, a context manager
 # that yields a Runner and stops its machinery on exit (`tuning.session.open_runner`: worker processes).
-RunnerFactory = Callable[[Capture, TuneSettings], ContextManager[Runner]]
+RunnerFactory = Callable[[Capture, TuneSettings], AbstractContextManager[Runner]]
 
 
 def _counts(trials: list[Trial]) -> dict[str, int]:
@@ -111,7 +112,7 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
     search_load = monitor.report()
 
     latest = store.latest_result(workload_id)
-    call = dict(trials={}, new_trials=search.new_trials, wall_s=0.0, worker_s=0.0, db=str(store.path))
+    call: dict[str, Any] = dict(trials={}, new_trials=search.new_trials, wall_s=0.0, worker_s=0.0, db=str(store.path))
     if search.new_trials == 0 and latest is not None and "summary" in latest.detail:
         # Nothing new was measured: the recorded decision stands (a rerun is a no-op).
         recorded = TuneResult.from_decision(latest.detail["summary"], **call)
@@ -137,7 +138,7 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
             confirmation=best.confirmation if best else None, search_load=search_load, **call)
         speedup = (result.speedup, *result.speedup_ci) if result.finalists else None
         store.add_result(workload_id, run_id, result.adopted, result.best_config, result.default_ms / 1e3,
-                         result.best_ms / 1e3, speedup,  # type: ignore[arg-type]
+                         result.best_ms / 1e3, speedup,
                          {"summary": result.decision_json(), "verification": runner.budget.to_json()})
     store.finish_run(run_id, "finished")
     pareto = pareto_front(store.trials(workload_id), settings.objectives) if len(settings.objectives) > 1 else []

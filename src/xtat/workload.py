@@ -15,17 +15,26 @@ import os
 import platform
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jaxlib
 import numpy as np
 
-from xtat.arguments import (JIT_ARGUMENT_OPTIONS, InputLeaf, Statics, export_flat, filtered_call, input_leaves,
-                             partition, unwrap_jit)
-from xtat.source import Source
+from xtat.arguments import (
+    JIT_ARGUMENT_OPTIONS,
+    InputLeaf,
+    Statics,
+    export_flat,
+    filtered_call,
+    input_leaves,
+    partition,
+    unwrap_jit,
+)
 from xtat.errors import UserError
+from xtat.source import Source
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,7 @@ class Workload:
 
     @property
     def display_name(self) -> str:
-        return self.name or getattr(self.fn, "__name__", "workload")
+        return self.name or str(getattr(self.fn, "__name__", "workload"))
 
     @property
     def jit_options(self) -> dict[str, Any]:
@@ -99,8 +108,8 @@ def environment_identity() -> dict[str, str]:
     The machine by name: on CPU the device kind is just "cpu", so the CPU's
     vendor, model and instruction-set extensions are added (a config tuned
     with AVX-512 code generation must not apply on an ARM host); on GPU the
-    compute capability and the CUDA runtime, driver and cuDNN versions. Also the platform version and the XLA flags in force,
-    less the host device count, which is a runtime decision of its own.
+    compute capability and the CUDA runtime, driver and cuDNN versions. Also the platform version and
+    the XLA flags in force, less the host device count, which is a runtime decision of its own.
     """
     from xtat.candidate import HOST_DEVICES_FLAG
 
@@ -235,7 +244,7 @@ class Identity:
     avals: list[dict]
 
     @classmethod
-    def of(cls, lowered: jax.stages.Lowered) -> "Identity":
+    def of(cls, lowered: jax.stages.Lowered) -> Identity:
         avals = describe_avals(lowered)
         env = environment_identity()
         program = program_key(lowered.as_text(), avals)

@@ -16,9 +16,8 @@ from typing import Any
 
 from xtat.errors import UserError
 from xtat.space.space import Config
-from xtat.stages.registry import STAGE_ORDER
+from xtat.stages.registry import STAGE_ORDER, make_stages
 from xtat.store.sqlite import Store
-from xtat.stages.registry import make_stages
 from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
@@ -45,11 +44,11 @@ class Variant:
                 "speedup": self.speedup, "speedup_ci": list(self.speedup_ci or ())}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Variant":
+    def from_json(cls, data: dict[str, Any]) -> Variant:
         if "error" in data:
             return cls(data["config"], error=data["error"])
-        return cls(data["config"], data["median_ms"], tuple(data["ci_ms"]),  # type: ignore[arg-type]
-                   data["speedup"], tuple(data["speedup_ci"]))  # type: ignore[arg-type]
+        return cls(data["config"], data["median_ms"], tuple(data["ci_ms"]),
+                   data["speedup"], tuple(data["speedup_ci"]))
 
 
 @dataclass(frozen=True)
@@ -73,9 +72,9 @@ class Ablation:
                 "stage_shares": self.stage_shares, "interaction": self.interaction, "rounds": self.rounds}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Ablation":
+    def from_json(cls, data: dict[str, Any]) -> Ablation:
         return cls(data["workload"], data["fingerprint"], data["config"], data["default_ms"],
-                   tuple(data["default_ci_ms"]),  # type: ignore[arg-type]
+                   tuple(data["default_ci_ms"]),
                    {name: Variant.from_json(v) for name, v in data["variants"].items()},
                    dict(data["stage_shares"]), data["interaction"], data["rounds"])
 

@@ -30,16 +30,18 @@ import functools
 import threading
 import types
 import warnings
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any
 
 import jax
 from jax._src import core
 
 from xtat.apply import nesting
-from xtat.arguments import Statics, filtered_call, filtered_result, partition, unwrap_jit
 from xtat.apply.lookup import Found, Lookup, lookup, mark_rejected
+from xtat.arguments import Statics, filtered_call, filtered_result, partition, unwrap_jit
 from xtat.workload import Identity
+
 
 def _aval(leaf: Any) -> Hashable:
     aval = jax.typeof(leaf)
@@ -59,7 +61,7 @@ class Jitted:
     straight at a `jax.jit` object (see the module docstring).
     """
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> "Jitted":
+    def __new__(cls, *args: Any, **kwargs: Any) -> Jitted:
         own = type(cls.__name__, (cls,), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
         return super().__new__(own)
 
@@ -74,7 +76,7 @@ class Jitted:
         self._jit_kwargs = jit_kwargs
         # Exactly what the user's jax.jit would be: the fingerprint is taken on its lowering,
         # and its construction raises what jax.jit raises for bad keywords.
-        self._default = jax.jit(fn, **jit_kwargs, compiler_options=self._user_options or None)
+        self._default: Any = jax.jit(fn, **jit_kwargs, compiler_options=self._user_options or None)
         self._statics = Statics.of(fn, jit_kwargs.get("static_argnums"), jit_kwargs.get("static_argnames"))
         self._routes: dict[Hashable, Lookup] = {}
         self._staged: dict[Hashable, Any] = {}  # signature -> jax.stages.Traced of the function, traced once
@@ -88,7 +90,7 @@ class Jitted:
     # ---------------------------------------------------------------- dispatch
 
     def _install(self, target: Callable) -> None:
-        type(self).__call__ = staticmethod(target)  # type: ignore[method-assign,assignment]
+        type(self).__call__ = staticmethod(target)  # type: ignore[method-assign]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per instance by _install
         return self._route_call(*args, **kwargs)

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
+from xtat.candidate import Candidate
 from xtat.errors import StoreError
 from xtat.space.space import config_key
-from xtat.candidate import Candidate
 from xtat.store.sqlite import Result, Store, WorkloadRecord, default_path
 from xtat.workload import Identity
 
 
-class Found(str, Enum):
+class Found(StrEnum):
     """Why a program compiles the way it does."""
 
     ADOPTED = "adopted"

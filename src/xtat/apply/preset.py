@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import pprint
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from xtat.apply.lookup import Unvetted, vetted
-from xtat.errors import UserError
 from xtat.candidate import HOST_DEVICES_FLAG
+from xtat.errors import UserError
 from xtat.store.sqlite import Store
 
 # Set on ExecutableBuildOptions, not DebugOptions: compiler_options takes them, XLA_FLAGS does not.
@@ -31,7 +31,7 @@ _BUILD_OPTIONS = frozenset({"exec_time_optimization_effort", "memory_fitting_eff
                             "memory_fitting_level"})
 
 
-class PresetFormat(str, Enum):
+class PresetFormat(StrEnum):
     PYTHON = "python"
     JSON = "json"
     XLA_FLAGS = "xla-flags"
@@ -62,8 +62,8 @@ def collect(store: Store, workload: str | None = None) -> list[PresetEntry]:
         try:
             candidate = vetted(store, record, result)
         except Unvetted as refusal:
-            raise UserError(f"workload {record.name!r} [{record.fingerprint[:12]}]: its adopted config is refused ({refusal}); "
-                            "nothing was written") from None
+            raise UserError(f"workload {record.name!r} [{record.fingerprint[:12]}]: its adopted config is refused "
+                            f"({refusal}); nothing was written") from None
         environment: dict[str, object] = dict(candidate.process.to_json())
         entry = PresetEntry(record.name, record.fingerprint, dict(candidate.compile_options), dict(candidate.program),
                             environment, dict(record.env), result.speedup, (result.speedup_low, result.speedup_high))

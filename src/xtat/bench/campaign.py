@@ -16,19 +16,20 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import numpy as np
 
 from xtat.analysis.ablation import Ablation
 from xtat.bench.roofline import MachinePeak, RooflinePlacement, machine_peak, place
 from xtat.errors import UserError
+from xtat.status import TrialStatus
 from xtat.store.sqlite import Store, default_path
 from xtat.suite import FORMS, SIZES, SuiteEntry, entries
 from xtat.workload import Workload
-from xtat.status import TrialStatus
 
 CAMPAIGN_FILE = "bench.json"
 
@@ -97,7 +98,7 @@ class Outcome:
     read_back: bool = False  # taken from an earlier run of this campaign (bench.json); its decision is in the store
 
     @classmethod
-    def from_json(cls, document: dict) -> "Outcome":
+    def from_json(cls, document: dict) -> Outcome:
         """The inverse of to_json."""
         values = {f.name: document[f.name] for f in fields(cls) if f.name in document}
         for name in ("default_ci_ms", "best_ci_ms", "speedup_ci", "search_speedup_ci"):
@@ -243,7 +244,7 @@ def tune_entry(entry: SuiteEntry, form: str, settings: BenchSettings, db: Path, 
     from xtat.tuner import TuneSettings, tune
 
     name = f"{entry.name}/{form}"
-    base = {"name": name, "entry": entry.name, "family": entry.family, "form": form}
+    base: dict[str, Any] = {"name": name, "entry": entry.name, "family": entry.family, "form": form}
     tune_settings = TuneSettings(budget=settings.budget, time_s=settings.time_per_workload_s, seed=settings.seed,
                                  rounds=settings.rounds, samples=settings.samples,
                                  min_sample_s=settings.min_sample_s)

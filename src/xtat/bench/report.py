@@ -5,9 +5,23 @@ from __future__ import annotations
 import json
 
 from xtat.bench.campaign import BenchResult, GeometricMean, Outcome
-from xtat.report import (ConvergenceSeries, Figure, Paragraph, Preformatted, Report, RooflinePoint, Section,
-                         SpeedupBar, StageShares, Table, ablation_figure, convergence_figure, roofline_figure,
-                         speedup_figure, trial_points)
+from xtat.report import (
+    ConvergenceSeries,
+    Figure,
+    Paragraph,
+    Preformatted,
+    Report,
+    RooflinePoint,
+    Section,
+    SpeedupBar,
+    StageShares,
+    Table,
+    ablation_figure,
+    convergence_figure,
+    roofline_figure,
+    speedup_figure,
+    trial_points,
+)
 
 
 def _interval(value: float | None, ci: tuple[float, float] | None, digits: int = 3) -> str:
@@ -40,7 +54,7 @@ def _summary(result: BenchResult) -> Section:
                + (f" --time-per-workload {s.time_per_workload_s:g}" if s.time_per_workload_s else "")
                + f" --seed {s.seed} --rounds {s.rounds}")
     top = sorted(adopted, key=lambda o: -o.delivered_speedup)[:3]
-    blocks = [
+    blocks: list = [
         Paragraph(f"{len(result.outcomes)} workload(s) at size {s.size} ({', '.join(s.forms)}), each with {limit}: "
                   f"{len(tuned)} tuned, {len(adopted)} with an adopted config, {len(failed)} failed. "
                   f"Campaign wall time {result.wall_s:.0f} s"

@@ -45,7 +45,7 @@ def build(exported, args: tuple, kwargs: dict, options: dict[str, object]) -> Bu
     """
     start = time.perf_counter()
     lowered = jax.jit(exported.call).lower(*args, **kwargs)
-    compiled = lowered.compile(compiler_options=options or None)
+    compiled = lowered.compile(compiler_options=options or None)  # type: ignore[arg-type]  # XLA's own types
     compile_s = time.perf_counter() - start
     return Built(compiled, executable_identity(compiled), compile_s)
 

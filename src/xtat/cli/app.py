@@ -7,17 +7,17 @@ import sys
 import warnings
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from xtat.cli.common import console, fail as _fail, names, out, user_errors
+from xtat.cli.common import console, names, out, user_errors
+from xtat.cli.common import fail as _fail
 from xtat.errors import UserError
 from xtat.search import STRATEGIES
-from xtat.status import TrialStatus
 from xtat.stages.registry import STAGE_ORDER
+from xtat.status import TrialStatus
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="xtat: autotune XLA for a JAX program.")
 
@@ -45,35 +45,36 @@ def _ms(value: float | None) -> str:
 
 @app.command()
 def tune(
-    target: Optional[str] = typer.Argument(None, help="package.module:attr or path/to/file.py:attr; "
+    target: str | None = typer.Argument(None, help="package.module:attr or path/to/file.py:attr; "
                                            "default: the built-in MoE training step."),
-    budget: Optional[int] = typer.Option(40, help="Configs to consider, the default and resumed ones included."),
-    time: Optional[float] = typer.Option(None, "--time", help="Time budget of the search in seconds, resumed "
+    budget: int | None = typer.Option(40, help="Configs to consider, the default and resumed ones included."),
+    time: float | None = typer.Option(None, "--time", help="Time budget of the search in seconds, resumed "
                                          "trials' time included (default: none; 60 without TARGET)."),
-    db: Optional[Path] = DbOption,
+    db: Path | None = DbOption,
     seed: int = typer.Option(0, help="Seed of the search."),
     allow_numerics_change: bool = typer.Option(False, help="Also search options that relax numerics."),
-    rtol: Optional[float] = typer.Option(None, help="Relative tolerance (with --allow-numerics-change)."),
-    atol: Optional[float] = typer.Option(None, help="Absolute tolerance (with --allow-numerics-change)."),
-    options: Optional[str] = typer.Option(None, help="Comma-separated XLA options to search (default: all curated)."),
+    rtol: float | None = typer.Option(None, help="Relative tolerance (with --allow-numerics-change)."),
+    atol: float | None = typer.Option(None, help="Absolute tolerance (with --allow-numerics-change)."),
+    options: str | None = typer.Option(None, help="Comma-separated XLA options to search (default: all curated)."),
     stages: str = typer.Option(",".join(STAGE_ORDER), help="Stages whose decisions are searched."),
     formulation: str = typer.Option("joint", help="joint | staged | alternating."),
     strategy: str = typer.Option("sweep", help=f"Search strategy: {' | '.join(STRATEGIES)}."),
     objectives: str = typer.Option("time", help="time[,compile][,memory]: adoption stays on run time; with more, "
                                    "the Pareto front over them is shown."),
-    learn_from: Optional[list[Path]] = typer.Option(None, "--learn-from", help="Another store whose workloads' "
+    learn_from: list[Path] | None = typer.Option(None, "--learn-from", help="Another store whose workloads' "
                                                      "trials the model strategy also learns from (repeatable)."),
     confirm_time: float = typer.Option(120.0, "--confirm-time", help="Most seconds the confirmation of a winner "
                                        "(deployed through jax.jit in fresh processes) may take adding rounds."),
     adopt_under_load: bool = typer.Option(False, help="Adopt a winner confirmed while other processes loaded "
                                           "the machine (by default it is reported as load-dependent)."),
-    name: Optional[str] = typer.Option(None, "--name", help="The workload's name in the store and reports "
+    name: str | None = typer.Option(None, "--name", help="The workload's name in the store and reports "
                                        "(default: its own, or module:attr / file:attr)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
-    from xtat.tuner import TuneSettings, tune as run_tune
     from xtat.targets import load_target
+    from xtat.tuner import TuneSettings
+    from xtat.tuner import tune as run_tune
 
     try:
         workload = load_target(target or DEFAULT_TARGET, name)
@@ -136,7 +137,7 @@ def tune(
         sys.stdout.write(json.dumps({**{k: document[k] for k in keys}, **document}) + "\n")
 
 
-def _open(db: Optional[Path], read_only: bool = True):
+def _open(db: Path | None, read_only: bool = True):
     from xtat.store.sqlite import Store, default_path
 
     try:
@@ -145,7 +146,7 @@ def _open(db: Optional[Path], read_only: bool = True):
         _fail(str(exc))
 
 
-def _open_workload(db: Optional[Path], name_or_fingerprint: str):
+def _open_workload(db: Path | None, name_or_fingerprint: str):
     store = _open(db)
     try:
         return store, store.find_workload(name_or_fingerprint)
@@ -154,7 +155,7 @@ def _open_workload(db: Optional[Path], name_or_fingerprint: str):
 
 
 @app.command()
-def show(db: Optional[Path] = DbOption) -> None:
+def show(db: Path | None = DbOption) -> None:
     """Workloads in the store with default and best times and speedups."""
     store = _open(db)
     table = Table(title=str(store.path))
@@ -180,7 +181,7 @@ def show(db: Optional[Path] = DbOption) -> None:
 
 @app.command()
 def trials(workload: str = typer.Argument(..., help="Workload name or fingerprint prefix."),
-           db: Optional[Path] = DbOption, as_json: bool = typer.Option(False, "--json")) -> None:
+           db: Path | None = DbOption, as_json: bool = typer.Option(False, "--json")) -> None:
     """One row per trial of a workload."""
     store, record = _open_workload(db, workload)
     rows = store.trials(record.id)
@@ -202,11 +203,11 @@ def trials(workload: str = typer.Argument(..., help="Workload name or fingerprin
 
 @app.command("export")
 def export_(path: Path = typer.Argument(..., help="File to write ('-' for stdout)."),
-            db: Optional[Path] = DbOption,
-            preset: Optional[str] = typer.Option(None, "--preset", help="Write what production needs without xtat: "
+            db: Path | None = DbOption,
+            preset: str | None = typer.Option(None, "--preset", help="Write what production needs without xtat: "
                                                  "python (a module of compiler_options dicts), json, or xla-flags "
                                                  "(one XLA_FLAGS value). Default: every record, for `xtat import`."),
-            workload: Optional[str] = typer.Option(None, "--workload", help="With --preset: only this workload "
+            workload: str | None = typer.Option(None, "--workload", help="With --preset: only this workload "
                                                    "(name or fingerprint prefix).")) -> None:
     """Export every workload, trial and result as JSON, or the adopted configs as a preset."""
     if preset is None:
@@ -237,7 +238,7 @@ def export_(path: Path = typer.Argument(..., help="File to write ('-' for stdout
 
 @app.command("import")
 def import_(path: Path = typer.Argument(..., help="JSON file written by `xtat export`."),
-            db: Optional[Path] = DbOption,
+            db: Path | None = DbOption,
             prefer_imported: bool = typer.Option(False, "--prefer-imported", help="Let imported results replace "
                                                  "decisions made in this store (default: they apply only where "
                                                  "this store has none).")) -> None:
@@ -260,7 +261,7 @@ def import_(path: Path = typer.Argument(..., help="JSON file written by `xtat ex
 
 @app.command()
 def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint prefix."),
-          db: Optional[Path] = DbOption,
+          db: Path | None = DbOption,
           print_: bool = typer.Option(True, "--print", help="Print the compile options and environment.")) -> None:
     """The compile options and process environment of a workload's adopted config."""
     from xtat.apply.lookup import Unvetted, vetted
@@ -294,9 +295,10 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
 
 @app.command(context_settings={"ignore_unknown_options": True})
 def run(command: list[str] = typer.Argument(..., help="The program and its arguments, after `--`."),
-        db: Optional[Path] = DbOption,
-        workload: Optional[str] = typer.Option(None, "--workload", help="Apply this workload's runtime decisions "
-                                               "(name or fingerprint prefix) when the store's workloads differ.")) -> None:
+        db: Path | None = DbOption,
+        workload: str | None = typer.Option(None, "--workload", help="Apply this workload's runtime decisions "
+                                            "(name or fingerprint prefix) when the store's workloads differ.")
+        ) -> None:
     """Start a program with the adopted CPU count and host device count: `xtat run -- python train.py`."""
     from xtat.apply.launch import launch, plan
     from xtat.workload import environment_identity
@@ -320,14 +322,14 @@ def run(command: list[str] = typer.Argument(..., help="The program and its argum
 
 
 @app.command()
-def explain(target: Optional[str] = typer.Argument(None, help="The workload's TARGET, as for `xtat tune`."),
-            db: Optional[Path] = DbOption,
+def explain(target: str | None = typer.Argument(None, help="The workload's TARGET, as for `xtat tune`."),
+            db: Path | None = DbOption,
             rounds: int = typer.Option(21, help="Interleaved timing rounds."),
             as_json: bool = typer.Option(False, "--json")) -> None:
     """Each stage's share of the adopted config's speedup (ablation, measured interleaved)."""
     from xtat.analysis.ablation import explain as run_explain
-    from xtat.tuner import TuneSettings
     from xtat.targets import load_target
+    from xtat.tuner import TuneSettings
 
     try:
         report = run_explain(load_target(target or DEFAULT_TARGET), db=db, settings=TuneSettings(rounds=rounds))
@@ -386,7 +388,7 @@ app.command()(bench)
 
 
 @app.command("model-report")
-def model_report(db: Optional[Path] = DbOption,
+def model_report(db: Path | None = DbOption,
                  holdout: float = typer.Option(0.3, help="Fraction of the timed trials held out for ranking."),
                  seed: int = typer.Option(0, help="Seed of the split and the model."),
                  as_json: bool = typer.Option(False, "--json")) -> None:

@@ -5,29 +5,30 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any
 
 import typer
 from rich.table import Table
 
+from xtat.cli.common import console, names, user_errors
+from xtat.cli.common import fail as _fail
 from xtat.errors import UserError
 
-from xtat.cli.common import console, fail as _fail, names, user_errors
 # Timing effort per sample: hidden because the tuner's defaults are right outside of tests.
-_HIDDEN = dict(hidden=True, show_default=False)
+_HIDDEN: dict[str, Any] = dict(hidden=True, show_default=False)
 
 
 def bench(
     suite: str = typer.Option("all", help="Comma-separated suite workloads (`xtat suite list`), or all."),
     size: str = typer.Option("small", help="small (a CPU) or large (an accelerator)."),
     forms: str = typer.Option("train,inference", help="Forms of each workload to tune."),
-    budget: Optional[int] = typer.Option(None, help="Configs per workload and form, the default included."),
-    time_per_workload: Optional[float] = typer.Option(None, help="Search seconds per workload and form "
+    budget: int | None = typer.Option(None, help="Configs per workload and form, the default included."),
+    time_per_workload: float | None = typer.Option(None, help="Search seconds per workload and form "
                                                       "(default 60 when --budget is not given)."),
     report: Path = typer.Option(Path("xtat-bench"), "--report", help="Folder for report.md (figures beside "
                                 "it), report.html and bench.json; rerunning with the same folder and --db "
                                 "resumes."),
-    db: Optional[Path] = typer.Option(None, "--db", help="SQLite database (default ~/.cache/xtat/xtat.db or "
+    db: Path | None = typer.Option(None, "--db", help="SQLite database (default ~/.cache/xtat/xtat.db or "
                                       "$XTAT_DB)."),
     seed: int = typer.Option(0, help="Seed of every search and bootstrap."),
     rounds: int = typer.Option(21, help="Interleaved rounds re-measuring finalists and ablation variants."),
@@ -35,8 +36,8 @@ def bench(
     remeasure_peak: bool = typer.Option(False, help="Measure this machine's roofline peaks again (they are "
                                         "measured once and stored; re-measure after a busy first measurement)."),
     as_json: bool = typer.Option(False, "--json", help="Print every number as one JSON object last."),
-    samples: Optional[int] = typer.Option(None, **_HIDDEN),
-    min_sample_s: Optional[float] = typer.Option(None, **_HIDDEN),
+    samples: int | None = typer.Option(None, **_HIDDEN),
+    min_sample_s: float | None = typer.Option(None, **_HIDDEN),
 ) -> None:
     """Tune suite workloads one after another and write a report: speedups with intervals,
     their geometric mean, convergence, per-stage ablation and a roofline."""
@@ -48,7 +49,8 @@ def bench(
         suite_names = () if suite.strip() == "all" else names(suite)
         if not suite_names and suite.strip() != "all":
             raise UserError("--suite: name one or more suite workloads, or all")
-        timing = {k: v for k, v in dict(samples=samples, min_sample_s=min_sample_s).items() if v is not None}
+        asked = dict(samples=samples, min_sample_s=min_sample_s)
+        timing: dict[str, Any] = {k: v for k, v in asked.items() if v is not None}
         settings = BenchSettings(suite=suite_names, size=size, forms=names(forms), budget=budget,
                                  time_per_workload_s=time_per_workload if time_per_workload is not None
                                  else (None if budget is not None else 60.0),

@@ -8,20 +8,21 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from xtat.cli.common import console, names, user_errors
+from xtat.cli.common import fail as _fail
 from xtat.errors import UserError
 from xtat.stages.registry import STAGE_ORDER
 
-from xtat.cli.common import console, fail as _fail, names, user_errors
 # Measurement effort and deadlines, passed on to every run; hidden because the defaults are right
 # outside of tests (which need them short).
-_HIDDEN = dict(hidden=True, show_default=False)
+_HIDDEN: dict[str, Any] = dict(hidden=True, show_default=False)
 
 
 def _default_dir() -> Path:
@@ -35,23 +36,23 @@ def compare(
     strategies: str = typer.Option(..., help="Comma-separated strategies to run, e.g. "
                                    "random,evolution,tpe,optuna-options."),
     budget: int = typer.Option(60, help="Configs per run, the default included."),
-    reference_budget: Optional[int] = typer.Option(
+    reference_budget: int | None = typer.Option(
         None, help="Configs per random run (default: --budget). random is what the trials ratio divides by, "
         "and a run that never reaches the target counts as budget + 1; a larger budget (e.g. 3x) measures "
         "how many trials random needs instead of capping it."),
     seeds: int = typer.Option(3, help="Runs per (workload, strategy), with seeds 0..K-1."),
-    db: Optional[Path] = typer.Option(None, "--db", help="Folder for one store and one record per run "
+    db: Path | None = typer.Option(None, "--db", help="Folder for one store and one record per run "
                                       "(default: compare/ beside the default database); rerunning the same "
                                       "command there continues the campaign."),
     stages: str = typer.Option(",".join(STAGE_ORDER), help="Stages searched by every strategy but "
                                "optuna-options, which searches codegen only."),
-    report: Optional[Path] = typer.Option(None, "--report", help="Write report.md (figures beside it) and "
+    report: Path | None = typer.Option(None, "--report", help="Write report.md (figures beside it) and "
                                           "report.html into this folder."),
     as_json: bool = typer.Option(False, "--json", help="Print every number as one JSON object last."),
-    min_sample_s: Optional[float] = typer.Option(None, **_HIDDEN),
-    samples: Optional[int] = typer.Option(None, **_HIDDEN),
-    rounds: Optional[int] = typer.Option(None, **_HIDDEN),
-    min_deadline_s: Optional[float] = typer.Option(None, **_HIDDEN),
+    min_sample_s: float | None = typer.Option(None, **_HIDDEN),
+    samples: int | None = typer.Option(None, **_HIDDEN),
+    rounds: int | None = typer.Option(None, **_HIDDEN),
+    min_deadline_s: float | None = typer.Option(None, **_HIDDEN),
 ) -> None:
     """Run each strategy on each workload with each seed at the same budget, then compare:
     trials and time to 95% of the best speedup found, final speedups, convergence."""

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping, Sequence
 
 from xtat.space.space import config_key
 from xtat.status import TrialStatus

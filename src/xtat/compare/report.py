@@ -61,8 +61,16 @@ def _budgets(analysis: CampaignAnalysis) -> str:
 
 def campaign_report(analysis: CampaignAnalysis, command: str, wall_s: float):
     """The report: the command, the summary, and per workload a table and convergence figure."""
-    from xtat.report import ConvergenceSeries, Figure, Paragraph, Preformatted, Report, Section, Table, \
-        convergence_figure
+    from xtat.report import (
+        ConvergenceSeries,
+        Figure,
+        Paragraph,
+        Preformatted,
+        Report,
+        Section,
+        Table,
+        convergence_figure,
+    )
 
     method = Paragraph(
         f"Every strategy ran on every workload with every seed {_budgets(analysis)} "

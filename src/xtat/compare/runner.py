@@ -15,15 +15,16 @@ import dataclasses
 import json
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from xtat.compare.analysis import BASELINE, REFERENCE, RunRecord, convergence, incumbents
 from xtat.errors import UserError
 from xtat.stages.registry import STAGE_ORDER
-from xtat.tuner import TrialEvent, TuneResult, TuneSettings, tune
 from xtat.targets import load_target
+from xtat.tuner import TrialEvent, TuneResult, TuneSettings, tune
 from xtat.workload import Workload
 
 RECORD_FORMAT = "xtat-compare-run/1"
@@ -123,7 +124,8 @@ def load_workloads(targets: tuple[str, ...]) -> list[Workload]:
     """Each TARGET's workload. Two with the same name would share run folders: those are
     named by their whole TARGET instead, and two TARGETs that are the same are refused."""
     if len(set(targets)) != len(targets):
-        raise UserError(f"a TARGET is given twice: {', '.join(t for t in dict.fromkeys(targets) if targets.count(t) > 1)}")
+        twice = ", ".join(t for t in dict.fromkeys(targets) if targets.count(t) > 1)
+        raise UserError(f"a TARGET is given twice: {twice}")
     workloads = [load_target(t) for t in targets]
     slugs = [_slug(w.display_name) for w in workloads]
     return [dataclasses.replace(w, name=target) if slugs.count(slug) > 1 else w
@@ -134,7 +136,7 @@ def record_from_result(workload: str, strategy: str, seed: int, result: Mapping[
     """A run's RunRecord from `TuneResult.to_json()` (as stored in its record file)."""
     return RunRecord(
         workload=workload, strategy=strategy, seed=seed, curve=convergence(result["history"]),
-        final_speedup=result["speedup"], final_speedup_ci=tuple(result["speedup_ci"]),  # type: ignore[arg-type]
+        final_speedup=result["speedup"], final_speedup_ci=tuple(result["speedup_ci"]),
         adopted=result["adopted"], wall_s=result["wall_s"], default_s=result["history"][0]["median_s"],
         incumbents=incumbents(result["history"]),
     )

@@ -14,8 +14,8 @@ trials (`ranking_report`, `xtat model-report`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -23,6 +23,7 @@ from threadpoolctl import threadpool_limits
 from xtat.errors import UserError
 from xtat.model.features import compiled_features, decision_features, workload_features
 from xtat.space.space import config_key
+from xtat.status import TrialStatus
 from xtat.store.base import Storage
 
 FEATURE_SETS = ("decisions", "workload", "compiled")
@@ -47,8 +48,8 @@ def examples(store: Storage, feature_sets: Sequence[str] = FEATURE_SETS) -> list
     out = []
     for workload in store.workloads():
         trials = store.trials(workload.id)
-        default = next((t for t in trials if not t.config and t.status == "ok" and t.median_s), None)
-        if default is None:
+        default = next((t for t in trials if not t.config and t.status == TrialStatus.OK and t.median_s), None)
+        if default is None or default.median_s is None:
             continue
         for trial in trials:
             if not trial.status.measured or not trial.median_s:
@@ -105,7 +106,7 @@ class CostModel:
         self._trees = HistGradientBoostingRegressor(max_iter=60, learning_rate=0.15, max_leaf_nodes=8,
                                                     min_samples_leaf=2, early_stopping=False, random_state=seed)
 
-    def fit(self, features: list[dict[str, float]], log_ratios: Sequence[float]) -> "CostModel":
+    def fit(self, features: list[dict[str, float]], log_ratios: Sequence[float]) -> CostModel:
         # One thread: tens of rows gain nothing from OpenMP, and on a busy machine its
         # spinning threads made a fit take seconds instead of tens of milliseconds.
         with threadpool_limits(1):

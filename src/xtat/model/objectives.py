@@ -7,7 +7,7 @@ other trial beats on every chosen objective at once.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from xtat.model.features import peak_bytes
 from xtat.store.sqlite import Trial

@@ -15,7 +15,6 @@ import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
 
 from xtat.report.figures import is_png
 
@@ -57,7 +56,7 @@ class Figure:
             raise ValueError(f"figure {self.name!r} is not PNG data")
 
 
-Block = Union[Paragraph, Preformatted, Table, Figure]
+Block = Paragraph | Preformatted | Table | Figure
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 try:
     import matplotlib
@@ -52,7 +52,7 @@ class ConvergenceSeries:
 
     @classmethod
     def from_trials(cls, name: str, points: Sequence[TrialPoint], default_s: float | None = None
-                    ) -> "ConvergenceSeries":
+                    ) -> ConvergenceSeries:
         """The series of a search whose first point is its default config (the tuner's order).
 
         `default_s` overrides the baseline; by default it is the first point's time.

@@ -8,10 +8,9 @@ request carries the protocol version; a worker of another version refuses it.
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 from pydantic import TypeAdapter
 
@@ -122,8 +121,8 @@ class Exit:
     op: ClassVar[str] = "exit"
 
 
-Request = Union[Load, Compile, Deploy, ReferenceOutputs, Measure, Verify, Calibrate, Sample, Release, Exit]
-REQUESTS: dict[str, type] = {kind.op: kind for kind in Request.__args__}  # type: ignore[attr-defined]
+Request = Load | Compile | Deploy | ReferenceOutputs | Measure | Verify | Calibrate | Sample | Release | Exit
+REQUESTS: dict[str, type] = {kind.op: kind for kind in Request.__args__}
 
 
 # ---------------------------------------------------------------- replies
@@ -206,16 +205,20 @@ class Done:
     """An operation with nothing to report (release, exit)."""
 
 
-Reply = Union[Failed, Loaded, Compiled, Deployed, Referenced, Timed, Verified, Calibrated, Sampled, Done]
-REPLIES: dict[str, type] = {kind.__name__: kind for kind in Reply.__args__}  # type: ignore[attr-defined]
+Reply = Failed | Loaded | Compiled | Deployed | Referenced | Timed | Verified | Calibrated | Sampled | Done
+REPLIES: dict[str, type] = {kind.__name__: kind for kind in Reply.__args__}
 
 
 # ---------------------------------------------------------------- the wire
 
 
-@functools.cache
+_ADAPTERS: dict[type, TypeAdapter] = {}
+
+
 def _adapter(kind: type) -> TypeAdapter:
-    return TypeAdapter(kind)
+    if kind not in _ADAPTERS:  # building one takes a millisecond or two: once per record type
+        _ADAPTERS[kind] = TypeAdapter(kind)
+    return _ADAPTERS[kind]
 
 
 def encode(message: Any) -> str:

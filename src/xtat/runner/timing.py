@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -80,8 +81,9 @@ def interleaved(calls: dict[str, Callable[[], None]], rounds: int, *, warmup: in
                 min_sample_s: float = 0.05, seed: int = 0) -> dict[str, list[float]]:
     """`interleave` of calls in this process, each sample a calibrated batch of calls."""
     inner = {label: calibrate(call, TimingPolicy(min_sample_s=min_sample_s)) for label, call in calls.items()}
-    return interleave({label: (lambda c=call, n=inner[label]: sample(c, n)) for label, call in calls.items()},
-                      rounds, warmup=warmup, seed=seed)
+    samplers: dict[str, Callable[[], float]] = {
+        label: functools.partial(sample, call, inner[label]) for label, call in calls.items()}
+    return interleave(samplers, rounds, warmup=warmup, seed=seed)
 
 
 def median_ci(samples: list[float], seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:

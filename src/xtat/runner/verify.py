@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
 
-class Rule(str, Enum):
+class Rule(StrEnum):
     STRUCTURE = "structure"
     EXACT = "exact"
     NAN = "nan"
@@ -116,7 +116,7 @@ class Budget:
                 "factor": self.factor}
 
     @classmethod
-    def from_json(cls, data: dict | None) -> "Budget":
+    def from_json(cls, data: dict | None) -> Budget:
         if not data:
             return cls()
         return cls(tuple(LeafBudget(int(b["outliers"]), float(b["excess"]), float(b["norm"]), float(b["spread"]))

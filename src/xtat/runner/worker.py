@@ -17,8 +17,9 @@ import sys
 import time
 import traceback
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -48,11 +49,11 @@ class Worker:
         self.reference: dict[str, list[np.ndarray]] = {}
         self.pristine: dict[str, list[np.ndarray]] = {}  # host copies of the inputs, to detect writes into them
         self.budget: dict[str, Any] = {}  # verify.Budget as JSON: what a chaotic output may move (calibrated once)
-        self.built: dict[str, object] = {}
+        self.built: dict[str, Any] = {}  # builder.Built, or a _Deployed
         # Compile cache: recent builds by (program, options), kept after `release`, so a
         # config compiled before in this worker (the default after its reference run, a
         # config asked again) is not compiled again. Bounded: executables hold memory.
-        self.cache: OrderedDict[str, tuple[object, dict]] = OrderedDict()
+        self.cache: OrderedDict[str, tuple[Any, dict]] = OrderedDict()
         self.slowdown_s: dict[str, float] = {}
         self.lazy: dict[str, object] = {}  # test-only fault: builds that return stale outputs
         self.checks: dict[str, int] = {}  # output checks per build (for the test-only flaky fault)
@@ -173,7 +174,8 @@ class Worker:
         calibrate the verification budget from runs on one-ulp-perturbed inputs (`verify.calibrate`)."""
         import jax
 
-        from xtat.runner.verify import CALIBRATION_RUNS, Tolerance, calibrate as calibrate_budget, compare, perturbed
+        from xtat.runner.verify import CALIBRATION_RUNS, Tolerance, compare, perturbed
+        from xtat.runner.verify import calibrate as calibrate_budget
 
         assert self.folder is not None
         id = request.id

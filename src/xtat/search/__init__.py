@@ -8,7 +8,8 @@ conditional decisions, no-op probes, incumbent, determinism for a seed).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from xtat.errors import UserError
 from xtat.model.cost_model import Prior
@@ -49,6 +50,6 @@ def make_strategy(name: str, decisions: list[Decision], *, seed: int, base: Conf
     strategy = STRATEGY_CLASSES.get(name)
     if strategy is None:
         raise UserError(f"--strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
-    extra = {"prior": prior() if prior else None} if strategy.uses_prior else {}
+    extra: dict[str, Any] = {"prior": prior() if prior else None} if strategy.uses_prior else {}
     return strategy(decisions, seed=seed, base=base, canonical=canonical, searchable=searchable, budget=budget,
                     **extra)

@@ -46,8 +46,8 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections import Counter
+from collections.abc import Callable, Iterator
 from math import prod
-from typing import Callable, Iterator
 
 from xtat.space.space import Config, Decision, config_key, is_active, merge
 

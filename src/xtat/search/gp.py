@@ -4,6 +4,7 @@ encodings) and expected improvement over sampled proposals."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -20,7 +21,7 @@ class ExpectedImprovement:
     def __init__(self, decisions: list[Decision], seed: int, xi: float = 0.01):
         self.columns = [(d, v) for d in decisions for v in d.values]
         self.seed, self.xi = seed, xi
-        self.gp = None
+        self.gp: Any = None  # sklearn's GaussianProcessRegressor once fitted
 
     def _encode(self, configs: list[Config]) -> np.ndarray:
         return np.array([[float(value_of(c, d) == v) for d, v in self.columns] for c in configs])

@@ -8,7 +8,7 @@ anything: a truncated grid would search one corner of the space.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from xtat.errors import UserError
 from xtat.search.base import SearchStrategy, with_value

@@ -76,7 +76,7 @@ class SurrogateSearch(SearchStrategy):
         # scores not already timed, while there are such.
         ranked = np.argsort(-scores, kind="stable")
         taken = set(self.surrogate.score([c for c, _ in timed], float(log_times.min())).tolist())
-        chosen = []
+        chosen: list[int] = []
         for i in ranked:
             if len(chosen) < self.batch and scores[i] not in taken:
                 chosen.append(i)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from xtat.errors import UserError
 
-
 Config = dict[str, dict[str, object]]
 
 
@@ -81,7 +80,7 @@ class Space:
                 del out[decision.stage][decision.id]
         return {stage: dict(sorted(d.items())) for stage, d in sorted(out.items()) if d}
 
-    def extended(self, decisions: "tuple[Decision, ...] | list[Decision]") -> "Space":
+    def extended(self, decisions: tuple[Decision, ...] | list[Decision]) -> Space:
         known = self.by_key()
         return Space(self.decisions + tuple(d for d in decisions if (d.stage, d.id) not in known), self.left_out)
 

@@ -7,11 +7,13 @@ decision points on the program as the earlier stages' decisions left it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from xtat.candidate import Candidate
 from xtat.space.space import Config, Decision
+
 
 @dataclass(frozen=True)
 class Context:
@@ -32,7 +34,7 @@ class Stage(Protocol):
 
     name: str
 
-    def __init__(self, earlier: "tuple[Stage, ...]") -> None: ...
+    def __init__(self, earlier: tuple[Stage, ...]) -> None: ...
 
     def notes(self) -> list[str]:
         """What the run's report should say about this stage's last discovery (why it was left out)."""
@@ -49,7 +51,7 @@ class Stage(Protocol):
         `platform`; empty when it may be applied. Options that relax numerics need `numerics_opt_in`."""
 
 
-def concretize(stages: "list[Stage]", config: Config) -> Candidate:
+def concretize(stages: list[Stage], config: Config) -> Candidate:
     candidate = Candidate()
     for stage in stages:
         candidate = stage.apply(config.get(stage.name, {}), candidate)

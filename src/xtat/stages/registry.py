@@ -27,5 +27,5 @@ def make_stages() -> list[Stage]:
     all of them, so records made with other --stages still build the same candidate."""
     stages: list[Stage] = []
     for kind in STAGES:
-        stages.append(kind(tuple(stages)))  # type: ignore[call-arg]
+        stages.append(kind(tuple(stages)))
     return stages

@@ -17,8 +17,8 @@ _TRIAL_FIELDS: dict[str, tuple[type, ...]] = {
     "compile_s": (int, float, type(None)), "exe_hash": (str, type(None)), "median_s": (int, float, type(None)),
     "ci_low_s": (int, float, type(None)), "ci_high_s": (int, float, type(None)), "samples": (list, type(None)),
     "max_abs_err": (int, float, type(None)), "max_rel_err": (int, float, type(None)),
-    "worker_s": (int, float, type(None)), "spent_s": (int, float, type(None)), "created_at": (int, float), "metrics": (dict, type(None)),
-    "raced": (bool,),
+    "worker_s": (int, float, type(None)), "spent_s": (int, float, type(None)), "created_at": (int, float),
+    "metrics": (dict, type(None)), "raced": (bool,),
 }
 _RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "adopted": (bool,), "config": (dict,), "default_s": (int, float, type(None)),

@@ -12,10 +12,10 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from xtat.errors import StoreError
 from xtat.status import FINAL_STATUSES, TrialStatus
@@ -207,7 +207,7 @@ class Store:
         self.read_only = read_only
 
     @classmethod
-    def open(cls, path: str | Path | None = None, read_only: bool = False) -> "Store":
+    def open(cls, path: str | Path | None = None, read_only: bool = False) -> Store:
         path = Path(path) if path is not None else default_path()
         _inspect(path)
         if read_only:
@@ -258,7 +258,7 @@ class Store:
     def close(self) -> None:
         self._con.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -321,7 +321,7 @@ class Store:
                 "INSERT INTO runs (workload_id, started_at, settings, status) VALUES (?, ?, ?, 'running')",
                 (workload_id, time.time(), json.dumps(settings)),
             )
-        return int(cur.lastrowid)
+        return _row_id(cur)
 
     def run_settings(self, run_id: int | None) -> dict | None:
         """The settings a run recorded (None for an unknown run, or a result that came without one)."""
@@ -363,7 +363,7 @@ class Store:
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     (workload_id, run_id, key, json.dumps(config), TrialStatus.RUNNING.value, time.time()),
                 )
-                return int(cur.lastrowid)
+                return _row_id(cur)
             if row["status"] != TrialStatus.RUNNING:
                 return None
             con.execute("UPDATE trials SET run_id=? WHERE id=?", (run_id, row["id"]))
@@ -430,7 +430,7 @@ class Store:
                 (workload_id, run_id, int(adopted), json.dumps(config), default_s, best_s, median, low, high,
                  json.dumps(detail), time.time()),
             )
-        return int(cur.lastrowid)
+        return _row_id(cur)
 
     def mark_rejected(self, result_id: int, reason: str, env: dict) -> None:
         """Note on a result that this XLA refused to apply it (kept, never deleted)."""
@@ -468,9 +468,10 @@ class Store:
     # -- export / import --------------------------------------------------------
 
     def export(self) -> dict:
-        out = {"xtat_export": 1, "schema_version": SCHEMA_VERSION, "workloads": []}
+        workloads: list[dict] = []
+        out = {"xtat_export": 1, "schema_version": SCHEMA_VERSION, "workloads": workloads}
         for w in self.workloads():
-            out["workloads"].append({
+            workloads.append({
                 "fingerprint": w.fingerprint, "program": w.program, "name": w.name, "env": w.env, "info": w.info,
                 "trials": [_trial_json(t) for t in self.trials(w.id)],
                 "results": [{**_result_json(r), "run_settings": self.run_settings(r.run_id)}
@@ -478,7 +479,7 @@ class Store:
             })
         return out
 
-    def import_(self, document: dict, prefer_imported: bool = False) -> "ImportReport":
+    def import_(self, document: dict, prefer_imported: bool = False) -> ImportReport:
         """Insert what is new; validated and vetted whole before the single write transaction.
 
         Imported results never replace a decision made here unless `prefer_imported`."""
@@ -506,7 +507,8 @@ class Store:
                     cur = con.execute(
                         "INSERT OR IGNORE INTO trials (workload_id, config_key, config, status, error, compile_s, "
                         "exe_hash, median_s, ci_low_s, ci_high_s, samples, max_abs_err, max_rel_err, worker_s, "
-                        "spent_s, created_at, finished_at, metrics, raced) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        "spent_s, created_at, finished_at, metrics, raced) "
+                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         (workload_id, t["config_key"], json.dumps(t["config"]), t["status"], t.get("error"),
                          t.get("compile_s"), t.get("exe_hash"), t.get("median_s"), t.get("ci_low_s"),
                          t.get("ci_high_s"), json.dumps(t["samples"]) if t.get("samples") else None,
@@ -554,6 +556,11 @@ class Store:
 class ImportReport:
     added: dict[str, int]  # rows written, by table
     skipped: tuple[str, ...]  # what was not written or is not in force, and why
+
+
+def _row_id(cursor: sqlite3.Cursor) -> int:
+    assert cursor.lastrowid is not None, "an INSERT sets the row id"
+    return cursor.lastrowid
 
 
 def _trial_json(t: Trial) -> dict:

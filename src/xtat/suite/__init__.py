@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from xtat.errors import UserError
 from xtat.workload import Workload

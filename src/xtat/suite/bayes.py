@@ -25,8 +25,9 @@ data-generating values so that building the workload needs no sampling run;
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import blackjax
 import jax
@@ -145,7 +146,7 @@ EIGHT_SCHOOLS_Y = np.array([28, 8, -3, 7, -1, 1, 18, 12], np.float32)
 EIGHT_SCHOOLS_SIGMA = np.array([15, 10, 16, 11, 9, 11, 10, 18], np.float32)
 
 
-def _normal_logpdf(x: jax.Array, mean: jax.Array, scale: jax.Array) -> jax.Array:
+def _normal_logpdf(x: jax.Array, mean: jax.Array | float, scale: jax.Array | float) -> jax.Array:
     return -0.5 * ((x - mean) / scale) ** 2 - jnp.log(scale) - 0.5 * math.log(2 * math.pi)
 
 

@@ -18,8 +18,9 @@ fixed random init; batches from a seeded numpy generator, and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import flax.linen as nn
 import jax
@@ -148,7 +149,7 @@ def train_workload(built: Built, name: str) -> Workload:
 def inference_workload(built: Built, name: str) -> Workload:
     """The forward pass (inference mode for BatchNorm) and the task's prediction."""
     task, model = built.task, built.task.model
-    mode = {"train": False} if built.has_state else {}
+    mode: dict[str, Any] = {"train": False} if built.has_state else {}
 
     def inference_step(variables: PyTree, batch: Batch) -> PyTree:
         return task.predict(model.apply(variables, *task.model_inputs(batch), **mode), batch)

@@ -33,7 +33,13 @@ import numpy as np
 from xtat.stages.program.knobs import knob
 from xtat.suite import SuiteEntry
 from xtat.suite.common import (
-    Task, build, choose, classification_loss, inference_workload, labelled_patterns, train_workload,
+    Task,
+    build,
+    choose,
+    classification_loss,
+    inference_workload,
+    labelled_patterns,
+    train_workload,
 )
 
 HALO_EXTRACTIONS = ("pad_slice", "unfold", "masked_dense")
@@ -202,7 +208,7 @@ class HaloAttention(nn.Module):
         span = 2 * (self.block + self.halo) - 1  # relative offsets along one axis
         rel_h = self.param("rel_h", nn.initializers.normal(dim**-0.5), (span, dim))
         rel_w = self.param("rel_w", nn.initializers.normal(dim**-0.5), (span, dim))
-        method = knob("halo_extraction", HALO_EXTRACTIONS, default="pad_slice")
+        method = str(knob("halo_extraction", HALO_EXTRACTIONS, default="pad_slice"))
         if method == "masked_dense":
             out = dense_attention(q, k, v, rel_h, rel_w, self.block, self.halo)
         else:

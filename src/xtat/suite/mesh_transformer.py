@@ -16,9 +16,10 @@ reverse a random-walk token sequence, trained with softmax cross-entropy.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -28,7 +29,14 @@ import optax
 
 from xtat.suite import SuiteEntry
 from xtat.suite.common import (
-    Batch, Built, Task, as_device_batch, choose, inference_workload, random_walk_tokens, train_workload,
+    Batch,
+    Built,
+    Task,
+    as_device_batch,
+    choose,
+    inference_workload,
+    random_walk_tokens,
+    train_workload,
 )
 
 PyTree = Any
@@ -91,7 +99,7 @@ class NamedModule(nn.Module):
         """A parameter of dimensions `names`, normal with variance 1 / (product of the `fan_in` sizes)."""
         scale = float(np.prod(self.config.sizes(fan_in))) ** -0.5
         init = nn.with_logical_partitioning(nn.initializers.normal(scale), names)
-        return self.param(name, init, self.config.sizes(names))
+        return self.param(name, init, self.config.sizes(names))  # type: ignore[return-value]  # unboxed by flax
 
 
 class LayerNorm(NamedModule):
@@ -100,7 +108,7 @@ class LayerNorm(NamedModule):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         init = nn.with_logical_partitioning(nn.initializers.ones, ("d_model",))
-        scale = self.param("scale", init, self.config.sizes(("d_model",)))
+        scale: jax.Array = self.param("scale", init, self.config.sizes(("d_model",)))  # type: ignore[assignment]
         centered = x - jnp.mean(x, axis=-1, keepdims=True)
         return centered * jax.lax.rsqrt(jnp.mean(centered**2, axis=-1, keepdims=True) + 1e-6) * scale
 

@@ -25,10 +25,11 @@ generator, so the workload is reproducible and needs no data or weights.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from functools import partial
-from typing import Any, Callable, Mapping
+from types import MappingProxyType
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -142,7 +143,7 @@ class MoEFeedForward(nn.Module):
             hidden = nn.gelu(jnp.einsum("gecd,edf->gecf", buffers, w_in))
             return jnp.einsum("gecf,efd->gecd", hidden, w_out)
 
-        method = knob("moe_dispatch", DISPATCH_METHODS, default="einsum")
+        method = str(knob("moe_dispatch", DISPATCH_METHODS, default="einsum"))
         y = dispatch(method, x, routes, cfg.num_experts, cfg.expert_capacity, experts)
         return y.reshape(batch_shape), routes.aux_loss
 
@@ -290,7 +291,7 @@ def _make_train_step(
         # instead would differentiate into a scatter.
         labels = jax.nn.one_hot(targets, cfg.vocab, dtype=logits.dtype)
         ce = optax.softmax_cross_entropy(logits, labels).mean()
-        return ce + cfg.aux_loss_weight * aux_loss
+        return ce + cfg.aux_loss_weight * aux_loss  # type: ignore[operator]  # apply returns (logits, aux loss)
 
     def train_step(
         params: PyTree, opt_state: PyTree, tokens: jax.Array, targets: jax.Array

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -82,6 +82,7 @@ class TopKGating(Router):
     learned: bool = True
 
     def route(self, logits: jax.Array | None, token_ids: jax.Array, num_experts: int) -> Routes:
+        assert logits is not None, "a learned router has logits"
         probs = jax.nn.softmax(logits, axis=-1)  # [G, S, E]
         # The choice is discrete and sees no gradient; the router learns through the gates.
         _, expert_index = jax.lax.top_k(jax.lax.stop_gradient(probs), self.top_k)
@@ -122,6 +123,7 @@ class SinkhornRouting(Router):
     learned: bool = True
 
     def route(self, logits: jax.Array | None, token_ids: jax.Array, num_experts: int) -> Routes:
+        assert logits is not None, "a learned router has logits"
         tokens = logits.shape[1]
         balanced = jax.lax.stop_gradient(logits)
         for _ in range(self.iterations):

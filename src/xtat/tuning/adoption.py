@@ -76,7 +76,8 @@ def finalize(captured: Capture, store: Storage, runner: Runner, workload_id: int
         return Adoption(default_ms, default_ci_ms, adopted, message, best, finalists)
 
     if not candidates:
-        message = "no significant improvement: no candidate came within the finalist margin of the default in the search"
+        message = ("no significant improvement: no candidate came within the finalist margin of the default "
+                   "in the search")
         return decided(False, message), 0.0
 
     start = time.perf_counter()

@@ -20,18 +20,18 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import asdict, dataclass, replace
-from enum import Enum
+from enum import StrEnum
 
-from xtat.runner.load import Load, LoadMonitor
-from xtat.runner.base import DEFAULT_ID, Runner, WorkerFailure
-from xtat.runner.timing import median_ci, speedup_ci
 from xtat.candidate import Candidate
+from xtat.runner.base import DEFAULT_ID, Runner, WorkerFailure
+from xtat.runner.load import Load, LoadMonitor
+from xtat.runner.timing import median_ci, speedup_ci
 from xtat.tuning.settings import TuneSettings
 
 WARMUP_ROUNDS = 2  # discarded: the first calls after a build pay for page faults and cold caches
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     FASTER = "faster"  # the interval lies above 1 + tie margin
     NOT_FASTER = "not_faster"  # the interval lies below it: a tie or slower
     INCONCLUSIVE = "inconclusive"  # the looks or the time cap ran out first
@@ -106,8 +106,9 @@ class Confirmation:
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> "Confirmation":
-        values = {**data, "verdict": Verdict(data["verdict"]), "load": Load(**data["load"]) if data.get("load") else None}
+    def from_json(cls, data: dict) -> Confirmation:
+        load = Load(**data["load"]) if data.get("load") else None
+        values = {**data, "verdict": Verdict(data["verdict"]), "load": load}
         for name in ("speedup_ci", "default_ci_s", "candidate_ci_s"):
             values[name] = tuple(values[name])
         return cls(**values)

@@ -3,7 +3,7 @@ that decide which stages' decisions it searches, around which base config."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from xtat.errors import UserError
 from xtat.model.cost_model import prior
@@ -117,7 +117,7 @@ def formulate(search: SearchLoop, stages: list, context: Context, settings: Tune
         return
     frozen: Config = {}
     rounds = 1 if settings.formulation == "staged" else 1_000
-    for round_ in range(rounds):
+    for _ in range(rounds):
         before = frozen
         for index, stage in enumerate(stages):
             if search.exhausted():

@@ -59,12 +59,12 @@ class Finalist:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Finalist":
+    def from_json(cls, data: dict[str, Any]) -> Finalist:
         confirmation = data.get("confirmation")
-        return cls(data["trial"], data["config"], data["median_s"], tuple(data["ci_s"]),  # type: ignore[arg-type]
-                   data["speedup"], tuple(data["speedup_ci"]),  # type: ignore[arg-type]
+        return cls(data["trial"], data["config"], data["median_s"], tuple(data["ci_s"]),
+                   data["speedup"], tuple(data["speedup_ci"]),
                    data.get("verified_on_second_inputs"), data.get("search_speedup"),
-                   tuple(data["search_speedup_ci"]) if data.get("search_speedup_ci") else None,  # type: ignore[arg-type]
+                   tuple(data["search_speedup_ci"]) if data.get("search_speedup_ci") else None,
                    Confirmation.from_json(confirmation) if confirmation else None)
 
 
@@ -126,7 +126,7 @@ class TuneResult:
         return {name: document[name] for name in self.DECISION}
 
     @classmethod
-    def from_decision(cls, document: dict[str, Any], **call: Any) -> "TuneResult":
+    def from_decision(cls, document: dict[str, Any], **call: Any) -> TuneResult:
         """A stored decision (`decision_json`) with this call's fields (`trials`, `new_trials`, ...)."""
         values = {name: document[name] for name in cls.DECISION if name in document}
         for name in ("default_ci_ms", "best_ci_ms", "speedup_ci"):
@@ -137,5 +137,5 @@ class TuneResult:
         values["search_load"] = Load(**load) if load else None
         return cls(**values, **call)
 
-    def with_message(self, message: str) -> "TuneResult":
+    def with_message(self, message: str) -> TuneResult:
         return replace(self, message=message)

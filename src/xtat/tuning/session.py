@@ -6,15 +6,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
+from xtat.arguments import export_flat
 from xtat.errors import UserError
 from xtat.runner.process import ProcessRunner
-from xtat.tuning.settings import TuneSettings
-from xtat.arguments import export_flat
 from xtat.source import Source, is_source
+from xtat.tuning.settings import TuneSettings
 from xtat.workload import Capture
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import warnings
 
-from xtat.space.space import Config, Decision
-from xtat.stages.codegen.space import CODEGEN, codegen_space
 from xtat.candidate import Candidate
+from xtat.space.space import Config, Decision
 from xtat.stages.base import Context
+from xtat.stages.codegen.space import CODEGEN, codegen_space
 
 
 class CodegenStage:

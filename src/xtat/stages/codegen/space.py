@@ -34,8 +34,8 @@ def _typed(info: catalog.OptionInfo, value: object) -> object:
 
 
 def default_value(info: catalog.OptionInfo) -> object:
-    if info.repeated:
-        return ",".join(str(v) for v in info.default)  # type: ignore[union-attr]
+    if info.repeated and isinstance(info.default, (list, tuple)):
+        return ",".join(str(v) for v in info.default)
     return info.default
 
 

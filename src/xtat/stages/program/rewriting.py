@@ -148,10 +148,10 @@ def rewrite(fn: Callable, decisions: Mapping[str, object]) -> Callable:
             unused -= {p.id for p in walk_points(default.jaxpr.jaxpr)}
         _check_knobs_known(unseen_knobs, traced)
         if unused:
-            unused = sorted(unused)
+            missing = sorted(unused)
             known = [p.id for p in walk_points(traced.jaxpr.jaxpr)]
             raise UserError(
-                f"unknown program decision(s) {unused}: not in this program as traced at these arguments; "
+                f"unknown program decision(s) {missing}: not in this program as traced at these arguments; "
                 f"it has {len(known)} structural decision(s){': ' + ', '.join(known[:8]) if known else ''}"
                 f"{' ...' if len(known) > 8 else ''}"
             )
@@ -331,8 +331,10 @@ class Rewriter:
             if value == point.default and type(value) is type(point.default):
                 continue
             if point.kind == pts.SCAN:
+                assert isinstance(value, int)  # a count, or True (full unroll; a bool is an int)
                 unroll[point.eqn] = value
             elif point.kind == pts.DOT:
+                assert isinstance(value, str)
                 layout[point.eqn] = value
             elif point.kind == pts.BARRIER:
                 barriers.setdefault(point.eqn, set()).add(jaxpr.eqns[point.producer].outvars[0])
@@ -385,7 +387,7 @@ def _relayout(eqn: core.JaxprEqn, invals: list[Any], params: dict, which: str) -
     dims = pts.transposable(eqn.invars[side].aval, tuple(contract), tuple(batch[side]))
     assert dims is not None, "a layout point exists only for transposable operands"
     c, f = dims
-    perm = list(range(len(eqn.invars[side].aval.shape)))
+    perm = list(range(len(eqn.invars[side].aval.shape)))  # type: ignore[attr-defined]
     perm[c], perm[f] = f, c
     invals = list(invals)
     invals[side] = lax.transpose(invals[side], perm)
