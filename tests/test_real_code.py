@@ -94,6 +94,18 @@ def test_python_scalars_are_traced_as_jax_jit_traces_them(db):
     assert tuned.lookups()[0].found is Found.ADOPTED
 
 
+def _halve(x, scale):
+    return x * scale
+
+
+def test_a_python_scalar_leaves_a_low_precision_program_low_precision():
+    # A Python float is weakly typed under jax.jit: bfloat16 times 0.5 stays bfloat16. Sent to the
+    # workers as a strongly typed float32 it would promote the program the tuner measures to float32.
+    x = jnp.ones((4, 4), jnp.bfloat16)
+    exported = jax.export.deserialize(bytearray(capture(xtat.Workload(_halve, (x, 0.5))).exported))
+    assert [a.dtype for a in exported.out_avals] == [jax.eval_shape(_halve, x, 0.5).dtype] == [jnp.bfloat16]
+
+
 def _with_mode(x, config):
     return x * 2 if config["mode"] == "double" else x
 
