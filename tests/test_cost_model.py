@@ -31,6 +31,7 @@ from xtat.space.space import Decision, Space, config_key
 from xtat.store.sqlite import Store, Trial
 from xtat.tuner import TuneSettings
 from xtat.tuning.adoption import finalize
+from xtat.tuning.context import RunContext
 from xtat.workload import capture
 
 OPTIONS = ("xla_cpu_opt_preset", "xla_backend_optimization_level", "xla_cpu_prefer_vector_width")
@@ -279,7 +280,7 @@ def test_a_raced_trial_is_never_a_finalist_even_if_its_partial_median_is_fast(tm
                            raced=raced)
     captured = SimpleNamespace(name="w", fingerprint="fp")
     # No finalist means no worker is needed: the session is never touched.
-    adoption, spent = finalize(captured, store, None, workload, TuneSettings(), [])  # type: ignore[arg-type]
+    adoption, spent = finalize(RunContext(store, None, captured, workload, run, TuneSettings(), ()))  # type: ignore[arg-type]
     assert adoption.finalists == () and not adoption.adopted and spent == 0.0
 
 

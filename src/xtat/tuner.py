@@ -26,6 +26,7 @@ from xtat.stages.registry import make_stages
 from xtat.store.base import Storage
 from xtat.store.sqlite import Store, Trial
 from xtat.tuning.adoption import finalize
+from xtat.tuning.context import RunContext
 from xtat.tuning.loop import SearchLoop, formulate
 from xtat.tuning.result import TrialEvent, TuneResult
 from xtat.tuning.session import open_runner, rewritten_exporter
@@ -105,7 +106,8 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
     workload = captured.workload
     context = Context(*workload.bound(), identity.env["platform"],
                       settings.allow_numerics_change, settings.options, runner.passes_that_ran)
-    search = SearchLoop(store, runner, workload_id, run_id, settings, stages, on_trial, learn_from)
+    run = RunContext(store, runner, captured, workload_id, run_id, settings, tuple(stages))
+    search = SearchLoop(run, on_trial, learn_from)
     monitor = LoadMonitor(runner.pids)
     search.consider({})  # the default first, always
     formulate(search, searched, context, settings)
@@ -118,7 +120,7 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
         recorded = TuneResult.from_decision(latest.detail["summary"], **call)
         result = recorded.with_message(recorded.message + " (recorded)")
     else:
-        adoption, spent = finalize(captured, store, runner, workload_id, settings, stages)
+        adoption, spent = finalize(run)
         search.worker_s += spent
         notes = [note for stage in searched for note in stage.notes()]
         notes += [f"{len(ids)} decision(s) inactive, they need {needs} which was not searchable "

@@ -7,7 +7,7 @@ decision points on the program as the earlier stages' decisions left it
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -51,7 +51,7 @@ class Stage(Protocol):
         `platform`; empty when it may be applied. Options that relax numerics need `numerics_opt_in`."""
 
 
-def concretize(stages: list[Stage], config: Config) -> Candidate:
+def concretize(stages: Sequence[Stage], config: Config) -> Candidate:
     candidate = Candidate()
     for stage in stages:
         candidate = stage.apply(config.get(stage.name, {}), candidate)

@@ -8,17 +8,16 @@ import time
 from dataclasses import dataclass, replace
 
 from xtat.candidate import Candidate
-from xtat.runner.base import Runner, WorkerFailure
+from xtat.runner.base import WorkerFailure
 from xtat.runner.protocol import Failed
 from xtat.space.space import config_id
 from xtat.stages.base import concretize
 from xtat.status import TrialStatus
-from xtat.store.base import Storage
 from xtat.tuning.confirmation import Confirmation, Verdict, confirm
+from xtat.tuning.context import RunContext
 from xtat.tuning.result import Finalist
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
-from xtat.workload import Capture
 
 
 @dataclass(frozen=True)
@@ -49,10 +48,10 @@ class Adoption:
         return self.best.speedup_ci if self.best else (1.0, 1.0)
 
 
-def finalize(captured: Capture, store: Storage, runner: Runner, workload_id: int, settings: TuneSettings,
-             stages: list) -> tuple[Adoption, float]:
+def finalize(run: RunContext) -> tuple[Adoption, float]:
     """Re-measure the top finalists interleaved with the default in fresh workers; adopt or not."""
-    trials = store.trials(workload_id)
+    captured, store, runner, settings, stages = run.captured, run.store, run.runner, run.settings, list(run.stages)
+    trials = store.trials(run.workload_id)
     default = next((t for t in trials if not t.config and t.status == TrialStatus.OK), None)
     assert default is not None and default.median_s is not None
     candidates, seen = [], {default.exe_hash}

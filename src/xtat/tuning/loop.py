@@ -7,12 +7,12 @@ from collections.abc import Callable, Sequence
 
 from xtat.errors import UserError
 from xtat.model.cost_model import prior
-from xtat.runner.base import Runner
 from xtat.search import make_strategy
 from xtat.space.space import Config, Decision, Space, config_key
 from xtat.stages.base import Context, concretize
 from xtat.store.base import Storage
 from xtat.store.sqlite import Trial
+from xtat.tuning.context import RunContext
 from xtat.tuning.measure import measure
 from xtat.tuning.result import TrialEvent
 from xtat.tuning.settings import TuneSettings
@@ -21,11 +21,11 @@ from xtat.tuning.settings import TuneSettings
 class SearchLoop:
     """The search loop shared by every formulation: ask, measure or resume, tell, count."""
 
-    def __init__(self, store: Storage, runner: Runner, workload_id: int, run_id: int, settings: TuneSettings,
-                 stages: list, on_trial: Callable[[TrialEvent], None] | None,
+    def __init__(self, run: RunContext, on_trial: Callable[[TrialEvent], None] | None,
                  learn_from: Sequence[Storage] = ()):
-        self.store, self.runner, self.settings, self.stages = store, runner, settings, stages
-        self.workload_id, self.run_id, self.on_trial = workload_id, run_id, on_trial
+        self.context = run
+        self.store, self.runner, self.settings, self.stages = run.store, run.runner, run.settings, run.stages
+        self.workload_id, self.on_trial = run.workload_id, on_trial
         self.learn_from = learn_from  # other stores a strategy that learns across workloads trains on
         self.space = Space(())
         self.considered = self.new_trials = 0
@@ -77,8 +77,7 @@ class SearchLoop:
             trial = recorded
         else:
             candidate = concretize(self.stages, config)
-            trial, spent = measure(self.store, self.runner, self.workload_id, self.run_id, config, candidate,
-                                    key, self.settings)
+            trial, spent = measure(self.context, config, candidate, key)
             self.worker_s += spent
             self.new_trials += 1
         assert trial is not None

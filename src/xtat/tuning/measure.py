@@ -7,20 +7,19 @@ import time
 
 from xtat.candidate import Candidate
 from xtat.errors import UserError
-from xtat.runner.base import DEFAULT_ID, Runner
+from xtat.runner.base import DEFAULT_ID
 from xtat.runner.protocol import Failed
 from xtat.runner.timing import Race
 from xtat.space.space import Config, config_id, config_key
 from xtat.status import TrialStatus
-from xtat.store.base import Storage
 from xtat.store.sqlite import Trial
-from xtat.tuning.settings import TuneSettings
+from xtat.tuning.context import RunContext
 
 
-def measure(store: Storage, runner: Runner, workload_id: int, run_id: int, config: Config, candidate: Candidate,
-            key: str, settings: TuneSettings) -> tuple[Trial, float]:
+def measure(run: RunContext, config: Config, candidate: Candidate, key: str) -> tuple[Trial, float]:
     """Compile, deduplicate, verify and time one config; always leaves a final status."""
-    trial_id = store.start_trial(workload_id, run_id, config, key)
+    store, runner, workload_id, settings = run.store, run.runner, run.workload_id, run.settings
+    trial_id = store.start_trial(workload_id, run.run_id, config, key)
     if trial_id is None:  # another tuner on the same database measured it first
         return store.trial(workload_id, key), 0.0  # type: ignore[return-value]
     started = time.perf_counter()
