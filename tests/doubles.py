@@ -1,4 +1,5 @@
-"""Test doubles of the roles. `FakeRunner` is a TEST DOUBLE of `runner.base.Runner`: it compiles
+"""Test doubles of the roles. `MemoryStore` is a TEST DOUBLE of `store.base.Storage`. `FakeRunner`
+is a TEST DOUBLE of `runner.base.Runner`: it compiles
 nothing and times nothing. Each candidate's "time" comes from a function the test gives, with a
 seeded 1% jitter per sample; its executable is named by its config, so configs that the stages
 make into the same candidate are duplicates, as in real builds. It lets the loop, racing,
@@ -6,9 +7,11 @@ deduplication and adoption be tested in seconds."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +22,7 @@ from xtat.runner.protocol import Check, Compiled, Failed, Timed, Verified
 from xtat.runner.timing import Race, TimingPolicy, median_ci
 from xtat.runner.verify import Budget, Tolerance
 from xtat.status import TrialStatus
+from xtat.store.sqlite import Result, Trial, WorkloadRecord
 
 
 def executable(candidate: Candidate) -> str:
@@ -144,3 +148,92 @@ def fake_runner_factory(runner: FakeRunner):
         yield runner
 
     return open_runner
+
+
+class MemoryStore:
+    """A TEST DOUBLE of `store.base.Storage`, in memory: what a tuning run needs of a store, with
+    the SQLite store's semantics (one trial per config key; a trial left running is reclaimed;
+    the newest result is in force). It shows the run needs nothing of SQLite."""
+
+    def __init__(self) -> None:
+        from pathlib import Path
+
+        self.path = Path(":memory:")
+        self._workloads: list[WorkloadRecord] = []
+        self._runs: dict[int, dict] = {}
+        self._trials: list[Trial] = []
+        self._results: list[Result] = []
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+    def upsert_workload(self, fingerprint: str, program: str, name: str, env: dict, info: dict) -> int:
+        known = self.workload(fingerprint)
+        if known is None:
+            known = WorkloadRecord(len(self._workloads) + 1, fingerprint, program, name, env, info)
+            self._workloads.append(known)
+        return known.id
+
+    def workload(self, fingerprint: str) -> WorkloadRecord | None:
+        return next((w for w in self._workloads if w.fingerprint == fingerprint), None)
+
+    def workloads(self) -> list[WorkloadRecord]:
+        return list(self._workloads)
+
+    def begin_run(self, workload_id: int, settings: dict) -> int:
+        self._runs[len(self._runs) + 1] = {"settings": settings, "status": "running"}
+        return len(self._runs)
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        self._runs[run_id]["status"] = status
+
+    def run_settings(self, run_id: int | None) -> dict | None:
+        return self._runs[run_id]["settings"] if run_id in self._runs else None
+
+    def trial(self, workload_id: int, key: str) -> Trial | None:
+        return next((t for t in self._trials if t.workload_id == workload_id and t.config_key == key), None)
+
+    def trials(self, workload_id: int) -> list[Trial]:
+        return [t for t in self._trials if t.workload_id == workload_id]
+
+    def start_trial(self, workload_id: int, run_id: int, config: dict, key: str) -> int | None:
+        known = self.trial(workload_id, key)
+        if known is not None:
+            return known.id if known.status is TrialStatus.RUNNING else None
+        self._trials.append(Trial(len(self._trials) + 1, workload_id, run_id, config, TrialStatus.RUNNING, *[None] * 12,
+                                  created_at=time.time()))
+        return len(self._trials)
+
+    def finish_trial(self, trial_id: int, status: TrialStatus, **fields: object) -> None:
+        self._replace(trial_id, status=TrialStatus(status), **fields)
+
+    def demote_trial(self, trial_id: int, error: str) -> None:
+        self._replace(trial_id, status=TrialStatus.WRONG_RESULT, error=error)
+
+    def _replace(self, trial_id: int, **fields: object) -> None:
+        index = next(i for i, t in enumerate(self._trials) if t.id == trial_id)
+        self._trials[index] = dataclasses.replace(self._trials[index], **fields)  # type: ignore[arg-type]
+
+    def measured_with_hash(self, workload_id: int, exe_hash: str, asking_id: int) -> Trial | None:
+        return next((t for t in self.trials(workload_id) if t.exe_hash == exe_hash and t.same_as is None
+                     and t.status not in (TrialStatus.RUNNING, TrialStatus.DUPLICATE) and t.id != asking_id), None)
+
+    def add_result(self, workload_id: int, run_id: int | None, adopted: bool, config: dict,
+                   default_s: float | None, best_s: float | None, speedup: tuple[float, float, float] | None,
+                   detail: dict) -> int:
+        median, low, high = speedup if speedup else (None, None, None)
+        self._results.append(Result(len(self._results) + 1, workload_id, run_id, adopted, config, default_s, best_s,
+                                    median, low, high, detail, time.time()))
+        return len(self._results)
+
+    def latest_result(self, workload_id: int) -> Result | None:
+        return next((r for r in reversed(self._results) if r.workload_id == workload_id), None)
+
+    def results(self, workload_id: int) -> list[Result]:
+        return [r for r in self._results if r.workload_id == workload_id]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import xtat
-from doubles import FakeRunner, fake_runner_factory
+from doubles import FakeRunner, MemoryStore, fake_runner_factory
 from tiny import FAST, tiny_mlp
 from xtat.candidate import Candidate
 from xtat.status import TrialStatus
@@ -120,3 +120,15 @@ def test_other_strategies_find_the_faster_config(db, strategy):
                                  / (1.3 if c.compile_options.get(LEVEL) == 2 else 1.0)),
                   strategy=strategy, budget=40)
     assert result.adopted and result.speedup > 1.25, result.message
+
+
+def test_a_run_needs_nothing_of_sqlite_from_its_store():
+    store = MemoryStore()
+    result = xtat.tune(tiny_mlp(), db=store, runner=fake_runner_factory(FakeRunner(faster_with(WIDTH, 512, 2.0))),
+                       **{**FAST, "stages": ("codegen",), "budget": 60})
+    assert result.adopted and result.best_config["codegen"][WIDTH] == 512
+    workload = store.workloads()[0].id
+    assert store.latest_result(workload).adopted and len(store.trials(workload)) == 60
+    again = xtat.tune(tiny_mlp(), db=store, runner=fake_runner_factory(FakeRunner(faster_with(WIDTH, 512, 2.0))),
+                      **{**FAST, "stages": ("codegen",), "budget": 60})
+    assert again.new_trials == 0 and "(recorded)" in again.message

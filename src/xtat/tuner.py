@@ -48,7 +48,7 @@ def _counts(trials: list[Trial]) -> dict[str, int]:
 def tune(
     workload: Workload,
     *,
-    db: str | Path | None = None,
+    db: str | Path | Storage | None = None,
     settings: TuneSettings | None = None,
     on_trial: Callable[[TrialEvent], None] | None = None,
     runner: RunnerFactory = open_runner,
@@ -56,7 +56,8 @@ def tune(
 ) -> TuneResult:
     """Tune `workload` and record every attempt; returns the (maybe adopted) result.
 
-    Keyword overrides are TuneSettings fields: `xtat.tune(w, budget=20, seed=1)`. `runner`
+    Keyword overrides are TuneSettings fields: `xtat.tune(w, budget=20, seed=1)`. `db` is the
+    store's file (SQLite), or a `store.base.Storage` the caller opened (and closes). `runner`
     opens what builds and times candidates (by default worker processes on this machine).
     """
     settings = settings or TuneSettings(**overrides)
@@ -69,7 +70,7 @@ def tune(
             from xtat.stages.codegen import codegen_space
 
             codegen_space(captured.identity.env["platform"], settings.allow_numerics_change, settings.options)
-        store = stack.enter_context(Store.open(db))
+        store = stack.enter_context(Store.open(db)) if db is None or isinstance(db, (str, Path)) else db
         opened = stack.enter_context(runner(captured, settings))
         return _tune(captured, store, opened, settings, started, on_trial, learn_from)
 
