@@ -15,7 +15,7 @@ from xtat.store.sqlite import Trial
 from xtat.tuning.context import RunContext
 from xtat.tuning.measure import measure
 from xtat.tuning.result import TrialEvent
-from xtat.tuning.settings import TuneSettings
+from xtat.tuning.settings import Formulation, TuneSettings
 
 
 class SearchLoop:
@@ -107,7 +107,7 @@ class SearchLoop:
 
 def formulate(search: SearchLoop, stages: list, context: Context, settings: TuneSettings) -> None:
     """The XTAT-M formulations: how the stages' spaces are derived and searched."""
-    if settings.formulation == "joint":
+    if settings.formulation is Formulation.JOINT:
         # One space over every stage, each derived on the default program.
         decisions: list[Decision] = []
         for stage in stages:
@@ -115,7 +115,7 @@ def formulate(search: SearchLoop, stages: list, context: Context, settings: Tune
         search.run(decisions, {}, None)
         return
     frozen: Config = {}
-    rounds = 1 if settings.formulation == "staged" else 1_000
+    rounds = 1 if settings.formulation is Formulation.STAGED else 1_000
     for _ in range(rounds):
         before = frozen
         for index, stage in enumerate(stages):
@@ -125,9 +125,9 @@ def formulate(search: SearchLoop, stages: list, context: Context, settings: Tune
             decisions = stage.discover(context, frozen, list(search.space.decisions))
             left = None if settings.budget is None else settings.budget - search.considered
             share = None if left is None else max(1, left // (len(stages) - index))
-            if settings.formulation == "alternating" and settings.budget is not None:
+            if settings.formulation is Formulation.ALTERNATING and settings.budget is not None:
                 share = max(2, min(share or 2, settings.budget // (2 * len(stages))))
             search.run(decisions, frozen, share)
             frozen = search.best_config()
-        if settings.formulation == "alternating" and frozen == before:
+        if settings.formulation is Formulation.ALTERNATING and frozen == before:
             return  # a whole round without improvement

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from xtat.errors import UserError
 from xtat.model.objectives import OBJECTIVES
@@ -10,7 +11,16 @@ from xtat.runner.timing import TimingPolicy
 from xtat.runner.verify import Tolerance
 from xtat.stages.registry import STAGE_ORDER
 
-FORMULATIONS = ("joint", "staged", "alternating")
+
+class Formulation(StrEnum):
+    """How the stages' spaces are derived and searched (XTAT-M)."""
+
+    JOINT = "joint"  # one space over every stage, each derived on the default program
+    STAGED = "staged"  # a stage at a time, each on the program the frozen earlier decisions produce
+    ALTERNATING = "alternating"  # rounds of staged until a round brings no improvement
+
+
+FORMULATIONS = tuple(f.value for f in Formulation)
 
 
 @dataclass(frozen=True)
@@ -23,7 +33,7 @@ class TuneSettings:
     atol: float | None = None
     options: tuple[str, ...] | None = None  # restrict the codegen stage to these XLA options
     stages: tuple[str, ...] = STAGE_ORDER  # the stages whose decisions are searched
-    formulation: str = "joint"  # joint | staged | alternating
+    formulation: Formulation | str = Formulation.JOINT  # a Formulation or its name (made a Formulation)
     strategy: str = "sweep"  # a name in xtat.search.STRATEGIES
     finalists: int = 3
     # A config timed in the search up to this much slower than the default may still be a finalist:
@@ -82,6 +92,7 @@ class TuneSettings:
             raise UserError(f"--strategy {self.strategy!r}: choose one of {', '.join(STRATEGIES)}")
         if self.formulation not in FORMULATIONS:
             raise UserError(f"--formulation {self.formulation!r}: choose one of {', '.join(FORMULATIONS)}")
+        object.__setattr__(self, "formulation", Formulation(self.formulation))
         if not self.objectives or self.objectives[0] != "time" or \
                 any(o not in OBJECTIVES for o in self.objectives) or len(set(self.objectives)) < len(self.objectives):
             raise UserError(f"--objectives {','.join(self.objectives)}: start with time, then any of "
