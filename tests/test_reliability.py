@@ -148,6 +148,7 @@ def test_a_dying_or_failing_candidate_is_recorded_and_the_others_finish(db, monk
     assert_nothing_lost(db, before, workers)
 
 
+@pytest.mark.slow  # a measurement-quality check (~30 s); the default run kills workers in the tests above
 def test_after_an_abort_the_next_candidate_runs_in_a_fresh_worker_and_times_as_when_alone(db, tmp_path, monkeypatch):
     workers = _workers()
     # Every candidate fully timed (no racing), with more and longer samples than FAST, so that
@@ -303,13 +304,12 @@ def _reached(db, in_flight: str | None) -> bool:
         return False
 
 
-# Each case is two real CLI runs (about a minute on a busy 2-core machine): three in the
-# default run, every point with SIGKILL and SIGINT in `pytest -m slow -k killed_then_resumed`.
+# Each case is two real CLI runs (about half a minute on the 2-core machine): one in the default
+# run, every point with SIGKILL, SIGINT or SIGTERM in `pytest -m slow -k killed_then_resumed`.
 @pytest.mark.parametrize("point, sig", [
     ("compile", signal.SIGKILL),
-    ("finalisation", signal.SIGINT),
-    ("timing", signal.SIGTERM),
     *(pytest.param(point, sig, marks=pytest.mark.slow) for point, sig in [
+        ("finalisation", signal.SIGINT), ("timing", signal.SIGTERM),
         ("default", signal.SIGKILL), ("default", signal.SIGINT), ("compile", signal.SIGINT),
         ("timing", signal.SIGKILL), ("timing", signal.SIGINT), ("finalisation", signal.SIGKILL)]),
 ], ids=lambda value: value.name if isinstance(value, signal.Signals) else value)
@@ -409,6 +409,7 @@ def test_a_reader_meeting_a_database_file_before_its_tables_is_a_miss_not_an_err
         xtat.jit(mlp, db=db)(*tiny_mlp().args)
 
 
+@pytest.mark.slow  # 100 runs' worth of timing (~25 s): the interval's error rate, measured
 def test_no_improvement_is_claimed_between_equal_configs_on_a_noisy_machine(tmp_path):
     """100 seeded runs of the adoption rule on real interleaved timings of two identical
     builds, with a busy neighbour process: at most 5 may claim a significant speedup."""

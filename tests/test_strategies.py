@@ -10,6 +10,7 @@ import sqlite3
 import pytest
 
 import xtat
+from doubles import FakeRunner, fake_runner_factory
 from tiny import FAST, tiny_mlp
 from xtat.errors import UserError
 from xtat.search import STRATEGIES, make_strategy
@@ -300,14 +301,15 @@ def test_an_unknown_strategy_is_refused_with_the_names():
 OPTIONS = ("xla_cpu_opt_preset", "xla_llvm_disable_expensive_passes", "xla_cpu_prefer_vector_width")
 
 
-# sweep, the default, is tuned end to end throughout test_tune.py.
+# Every strategy through the tuner, on FakeRunner (a test double: real stages and store, no workers);
+# sweep, the default, and tpe run on real workers throughout the other tests.
 @pytest.mark.parametrize("name", [name for name in STRATEGIES if name != "sweep"])
-def test_strategy_tunes_a_real_workload(db, name):
+def test_strategy_drives_the_tuner(db, name):
     # grid must cover its space within the budget: two binary options (4 configs)
     options = OPTIONS[:2] if name == "grid" else OPTIONS
-    # One finalist and few rounds: the search is under test here, not the adoption.
     settings = {**FAST, "finalists": 1, "rounds": 3, "samples": 3}
-    result = xtat.tune(tiny_mlp(), db=db, budget=4, options=options, stages=("codegen",), strategy=name, **settings)
+    result = xtat.tune(tiny_mlp(), db=db, budget=4, options=options, stages=("codegen",), strategy=name,
+                       runner=fake_runner_factory(FakeRunner(lambda candidate: 1e-3)), **settings)
     with sqlite3.connect(db) as con:
         rows = con.execute("SELECT config_key, status FROM trials ORDER BY id").fetchall()
     assert len(rows) == 4 and rows[0][0] == "{}"

@@ -59,6 +59,7 @@ def test_numerics_relaxing_options_need_opt_in():
         xtat.tune(tiny_nan_max(), db=None, budget=2, options=("xla_cpu_enable_fast_min_max",))
 
 
+@pytest.mark.slow  # the loop on FakeRunner (test_loop.py) and real crashes (test_reliability.py) cover it
 def test_crashing_candidate_is_recorded_and_the_run_completes(db, monkeypatch):
     victim = {"codegen": {"xla_backend_optimization_level": 1}}
     monkeypatch.setenv("XTAT_FAULT", f"{config_id(victim)}:compile:segfault")
@@ -75,6 +76,7 @@ def test_crashing_candidate_is_recorded_and_the_run_completes(db, monkeypatch):
     assert result.trials["crash"] == 1
 
 
+@pytest.mark.slow  # the loop on FakeRunner (test_loop.py) and real hangs (test_reliability.py) cover it
 def test_hanging_candidate_is_recorded_as_timeout(db, monkeypatch):
     victim = {"codegen": {"xla_backend_optimization_level": 1}}
     monkeypatch.setenv("XTAT_FAULT", f"{config_id(victim)}:run:hang")
@@ -102,6 +104,7 @@ def test_workload_failing_to_trace_or_under_default_compile_writes_nothing(db, m
     assert _rows(db) == []
 
 
+@pytest.mark.slow  # adoption on FakeRunner (test_loop.py) and through real workers (test_confirmation.py) cover it
 def test_significantly_faster_candidate_is_adopted_after_reverification(db, monkeypatch):
     # TEST-ONLY fault: every call of the default build sleeps 1 ms, so every
     # candidate is genuinely faster when timed.
@@ -116,6 +119,7 @@ def test_significantly_faster_candidate_is_adopted_after_reverification(db, monk
     assert latest.adopted and latest.config == result.best_config
 
 
+@pytest.mark.slow  # demotion on FakeRunner (test_loop.py) and real re-verification (test_reliability.py) cover it
 def test_finalist_failing_on_second_inputs_is_demoted_never_adopted(db, monkeypatch):
     monkeypatch.setenv("XTAT_FAULT", "default:run:slow;*:verify:wrong")
     # 11 rounds: with 5, one disturbed round can make the slowed default a tie, and a tie is never verified.
