@@ -30,3 +30,25 @@ def test_a_store_that_imports_the_tuner_breaks_the_contract(tmp_path):
     result = lint_imports(tmp_path)
     assert result.returncode != 0
     assert "xtat.store.sqlite -> xtat.tuner" in result.stdout, result.stdout
+
+
+def test_every_mutation_check_still_finds_its_source_line():
+    """The mutation scripts (tests/mutate_*.py) name source lines by their text: a refactoring that
+    moves one must move the mutation with it, or the check silently tests nothing."""
+    import mutation
+
+    found = []
+    for script in sorted((ROOT / "tests").glob("mutate_*.py")):
+        collected: list = []
+        namespace = {"__name__": script.stem}
+        original = mutation.check
+        mutation.check = lambda mutations, only=None, into=collected: into.extend(mutations) or 0
+        try:
+            exec(compile(script.read_text().replace("sys.exit(check(M))", "check(M)"), str(script), "exec"),
+                 namespace)
+        finally:
+            mutation.check = original
+        found += [f"{script.name}: {m.name} ({m.path})" for m in collected
+                  if m.before not in (ROOT / m.path).read_text()]
+        assert collected, script.name
+    assert not found, found
