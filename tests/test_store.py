@@ -207,3 +207,19 @@ def test_an_imported_result_never_replaces_a_local_decision_unless_asked(tmp_pat
     document["workloads"][0]["results"][0]["created_at"] += 60  # a newer copy of the same decision
     Store.open(local).import_(document, prefer_imported=True)
     assert not Store.open(local).latest_result(workload.id).adopted
+
+
+def test_the_trial_field_list_is_the_schema_and_the_record(tmp_path):
+    """TRIAL_FIELDS drives finish_trial, export, import and validation: it must name every trial
+    column the schema has (less ids and bookkeeping) and every field of `Trial`."""
+    import dataclasses
+
+    from xtat.store.sqlite import TRIAL_FIELDS, Trial
+
+    store = Store.open(tmp_path / "x.db")
+    columns = {row[1] for row in store._con.execute("PRAGMA table_info(trials)")}
+    listed = {f.name for f in TRIAL_FIELDS}
+    assert columns - listed == {"id", "workload_id", "run_id", "finished_at"}
+    assert listed - columns == set()
+    assert {f.name for f in dataclasses.fields(Trial)} - listed == {"id", "workload_id", "run_id"}
+    assert listed - {f.name for f in dataclasses.fields(Trial)} == {"config_key"}  # a property of Trial

@@ -12,14 +12,6 @@ from typing import Any
 from xtat.errors import UserError
 from xtat.workload import fingerprint
 
-_TRIAL_FIELDS: dict[str, tuple[type, ...]] = {
-    "config": (dict,), "config_key": (str,), "status": (str,), "error": (str, type(None)),
-    "compile_s": (int, float, type(None)), "exe_hash": (str, type(None)), "median_s": (int, float, type(None)),
-    "ci_low_s": (int, float, type(None)), "ci_high_s": (int, float, type(None)), "samples": (list, type(None)),
-    "max_abs_err": (int, float, type(None)), "max_rel_err": (int, float, type(None)),
-    "worker_s": (int, float, type(None)), "spent_s": (int, float, type(None)), "created_at": (int, float),
-    "metrics": (dict, type(None)), "raced": (bool,),
-}
 _RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "adopted": (bool,), "config": (dict,), "default_s": (int, float, type(None)),
     "best_s": (int, float, type(None)), "speedup": (int, float, type(None)),
@@ -75,7 +67,10 @@ def _vet_adopted(where: str, workload: dict, result: dict) -> None:
 def validate_export(document: Any) -> list[dict]:
     from xtat.space.space import config_key
     from xtat.status import FINAL_STATUSES
-    from xtat.store.sqlite import SCHEMA_VERSION
+    from xtat.store.sqlite import SCHEMA_VERSION, TRIAL_FIELDS
+
+    trial_fields = {f.name: f.kinds for f in TRIAL_FIELDS if f.exported}
+    optional = {f.name for f in TRIAL_FIELDS if f.exported and not f.required}
 
     if not isinstance(document, dict) or document.get("xtat_export") != 1:
         raise UserError("import: not an xtat export document (missing \"xtat_export\": 1)")
@@ -90,9 +85,7 @@ def validate_export(document: Any) -> list[dict]:
         _check_fields(where, workload, _WORKLOAD_FIELDS, set())
         for j, trial in enumerate(workload["trials"]):
             at = f"{where}.trials[{j}]"
-            _check_fields(at, trial, _TRIAL_FIELDS, {"error", "compile_s", "exe_hash", "median_s", "ci_low_s",
-                                                      "ci_high_s", "samples", "max_abs_err", "max_rel_err",
-                                                      "worker_s", "spent_s", "metrics", "raced"})
+            _check_fields(at, trial, trial_fields, optional)
             if trial["status"] not in FINAL_STATUSES:
                 raise UserError(f"import: {at}.status {trial['status']!r} is not one of {list(FINAL_STATUSES)}")
             _check_config(at, trial["config"])

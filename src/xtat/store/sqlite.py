@@ -8,6 +8,7 @@ anything is written to it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -126,6 +127,56 @@ class Trial:
         from xtat.space.space import config_key
 
         return config_key(self.config)
+
+
+_NUMBER = (int, float, type(None))
+
+
+@dataclass(frozen=True)
+class Field:
+    """One recorded field of a trial: its JSON types in an export document, and where it goes."""
+
+    name: str
+    kinds: tuple[type, ...]  # JSON types an export document may give it (checked on import)
+    stored_as_json: bool = False  # a JSON text column
+    exported: bool = True  # ids of this store (same_as) do not travel
+    finished: bool = True  # set by finish_trial
+    required: bool = False  # an export document must have it
+
+
+# The one list of a trial's recorded fields: what finish_trial may set, the export document's
+# trial object, the import's insert and its validation all follow it (tests/test_store.py checks
+# that it matches the schema and `Trial`).
+TRIAL_FIELDS = (
+    Field("config", (dict,), stored_as_json=True, finished=False, required=True),
+    Field("config_key", (str,), finished=False, required=True),
+    Field("status", (str,), finished=False, required=True),
+    Field("error", (str, type(None))),
+    Field("compile_s", _NUMBER),
+    Field("exe_hash", (str, type(None))),
+    Field("median_s", _NUMBER),
+    Field("ci_low_s", _NUMBER),
+    Field("ci_high_s", _NUMBER),
+    Field("samples", (list, type(None)), stored_as_json=True),
+    Field("max_abs_err", _NUMBER),
+    Field("max_rel_err", _NUMBER),
+    Field("same_as", (int, type(None)), exported=False),
+    Field("worker_s", _NUMBER),
+    Field("spent_s", _NUMBER),
+    Field("created_at", (int, float), finished=False, required=True),
+    Field("metrics", (dict, type(None)), stored_as_json=True),
+    Field("raced", (bool,)),
+)
+_BY_NAME = {f.name: f for f in TRIAL_FIELDS}
+
+
+def _column_value(name: str, value: object) -> object:
+    """A trial field as its column stores it."""
+    if _BY_NAME[name].stored_as_json:
+        return None if value is None else json.dumps(value)
+    if name == "raced":
+        return int(bool(value))
+    return value
 
 
 @dataclass(frozen=True)
@@ -372,17 +423,10 @@ class Store:
     def finish_trial(self, trial_id: int, status: TrialStatus, **fields) -> None:
         if status not in FINAL_STATUSES:
             raise ValueError(f"unknown trial status {status!r}")
-        allowed = {"error", "compile_s", "exe_hash", "median_s", "ci_low_s", "ci_high_s", "samples",
-                   "max_abs_err", "max_rel_err", "same_as", "worker_s", "spent_s", "metrics", "raced"}
-        unknown = set(fields) - allowed
+        unknown = {name for name in fields if name not in _BY_NAME or not _BY_NAME[name].finished}
         if unknown:
             raise ValueError(f"unknown trial fields {sorted(unknown)}")
-        if "samples" in fields and fields["samples"] is not None:
-            fields["samples"] = json.dumps(fields["samples"])
-        if "metrics" in fields and fields["metrics"] is not None:
-            fields["metrics"] = json.dumps(fields["metrics"])
-        if "raced" in fields:
-            fields["raced"] = int(bool(fields["raced"]))
+        fields = {name: _column_value(name, value) for name, value in fields.items()}
         columns = ", ".join(f"{name}=?" for name in fields)
         with self._write() as con:
             con.execute(
@@ -407,15 +451,11 @@ class Store:
 
     @staticmethod
     def _trial(row: sqlite3.Row) -> Trial:
-        return Trial(
-            id=row["id"], workload_id=row["workload_id"], run_id=row["run_id"], config=json.loads(row["config"]),
-            status=TrialStatus(row["status"]), error=row["error"], compile_s=row["compile_s"], exe_hash=row["exe_hash"],
-            median_s=row["median_s"], ci_low_s=row["ci_low_s"], ci_high_s=row["ci_high_s"],
-            samples=json.loads(row["samples"]) if row["samples"] else None,
-            max_abs_err=row["max_abs_err"], max_rel_err=row["max_rel_err"], same_as=row["same_as"],
-            worker_s=row["worker_s"], spent_s=row["spent_s"], created_at=row["created_at"],
-            metrics=json.loads(row["metrics"]) if row["metrics"] else None, raced=bool(row["raced"]),
-        )
+        values = {f.name: row[f.name] for f in dataclasses.fields(Trial)}
+        for field in TRIAL_FIELDS:
+            if field.stored_as_json and field.name in values:
+                values[field.name] = json.loads(values[field.name]) if values[field.name] else None
+        return Trial(**{**values, "status": TrialStatus(values["status"]), "raced": bool(values["raced"])})
 
     # -- results --------------------------------------------------------------
 
@@ -503,20 +543,14 @@ class Store:
                 workload_id = con.execute("SELECT id FROM workloads WHERE fingerprint=?",
                                           (w["fingerprint"],)).fetchone()[0]
                 present = 0
+                exported = [f.name for f in TRIAL_FIELDS if f.exported]
                 for t in w["trials"]:
+                    # Exports of schema 2 kept `raced` among the metrics.
+                    t = {"raced": bool((t.get("metrics") or {}).get("raced")), **t}
                     cur = con.execute(
-                        "INSERT OR IGNORE INTO trials (workload_id, config_key, config, status, error, compile_s, "
-                        "exe_hash, median_s, ci_low_s, ci_high_s, samples, max_abs_err, max_rel_err, worker_s, "
-                        "spent_s, created_at, finished_at, metrics, raced) "
-                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (workload_id, t["config_key"], json.dumps(t["config"]), t["status"], t.get("error"),
-                         t.get("compile_s"), t.get("exe_hash"), t.get("median_s"), t.get("ci_low_s"),
-                         t.get("ci_high_s"), json.dumps(t["samples"]) if t.get("samples") else None,
-                         t.get("max_abs_err"), t.get("max_rel_err"), t.get("worker_s"), t.get("spent_s"),
-                         t["created_at"], time.time(),
-                         json.dumps(t["metrics"]) if t.get("metrics") else None,
-                         # exports of schema 2 kept it among the metrics
-                         int(t.get("raced", bool((t.get("metrics") or {}).get("raced"))))),
+                        f"INSERT OR IGNORE INTO trials (workload_id, finished_at, {', '.join(exported)}) "
+                        f"VALUES (?, ?, {', '.join('?' for _ in exported)})",
+                        (workload_id, time.time(), *(_column_value(name, t.get(name)) for name in exported)),
                     )
                     counts["trials"] += cur.rowcount
                     present += 1 - cur.rowcount
@@ -564,13 +598,7 @@ def _row_id(cursor: sqlite3.Cursor) -> int:
 
 
 def _trial_json(t: Trial) -> dict:
-    return {
-        "config": t.config, "config_key": t.config_key, "status": t.status, "error": t.error,
-        "compile_s": t.compile_s, "exe_hash": t.exe_hash, "median_s": t.median_s, "ci_low_s": t.ci_low_s,
-        "ci_high_s": t.ci_high_s, "samples": t.samples, "max_abs_err": t.max_abs_err,
-        "max_rel_err": t.max_rel_err, "worker_s": t.worker_s, "spent_s": t.spent_s, "created_at": t.created_at,
-        "metrics": t.metrics, "raced": t.raced,
-    }
+    return {f.name: getattr(t, f.name) for f in TRIAL_FIELDS if f.exported}
 
 
 def _result_json(r: Result) -> dict:
