@@ -42,7 +42,7 @@ def pareto_indices(points: Sequence[Sequence[float]]) -> list[int]:
 
 def pareto_front(trials: list[Trial], objectives: Sequence[str]) -> list[dict]:
     """The non-dominated ok trials over `objectives`, fastest first."""
-    scored = [(t, v) for t in trials if t.status is TrialStatus.OK
+    scored = [(t, v) for t in trials if t.status == TrialStatus.OK
               for v in [objective_values(t, objectives)] if v is not None]
     front = [scored[i][0] for i in pareto_indices([v for _, v in scored])]
     return [{"trial": t.id, "config": t.config, "median_ms": t.median_s * 1e3,  # type: ignore[operator]
