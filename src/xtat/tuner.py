@@ -119,7 +119,7 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
     if search.new_trials == 0 and latest is not None and "summary" in latest.detail:
         # Nothing new was measured: the recorded decision stands (a rerun is a no-op).
         recorded = TuneResult.from_decision(latest.detail["summary"], **call)
-        result = recorded.with_message(recorded.message + " (recorded)")
+        result = replace(recorded, message=recorded.message + " (recorded)")
     else:
         adoption, spent = finalize(run)
         search.worker_s += spent

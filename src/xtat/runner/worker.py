@@ -290,12 +290,15 @@ class Worker:
         return p.Done()
 
     def handle(self, request: p.Request) -> p.Reply:
-        handlers: dict[type, Callable[[Any], p.Reply]] = {
-            p.Load: self.load, p.Compile: self.compile, p.Deploy: self.deploy,
-            p.ReferenceOutputs: self.reference_outputs, p.Measure: self.measure, p.Verify: self.verify,
-            p.Calibrate: self.calibrate, p.Sample: self.sample, p.Release: self.release,
-        }
-        return handlers[type(request)](request)
+        return _HANDLERS[type(request)](self, request)
+
+
+# Each request record's handler, looked up per message (a sample request among them).
+_HANDLERS: dict[type, Callable[[Worker, Any], p.Reply]] = {
+    p.Load: Worker.load, p.Compile: Worker.compile, p.Deploy: Worker.deploy,
+    p.ReferenceOutputs: Worker.reference_outputs, p.Measure: Worker.measure, p.Verify: Worker.verify,
+    p.Calibrate: Worker.calibrate, p.Sample: Worker.sample, p.Release: Worker.release,
+}
 
 
 class _Deployed:

@@ -174,9 +174,7 @@ def _column_value(name: str, value: object) -> object:
     """A trial field as its column stores it."""
     if _BY_NAME[name].stored_as_json:
         return None if value is None else json.dumps(value)
-    if name == "raced":
-        return int(bool(value))
-    return value
+    return value  # sqlite3 stores a bool (raced) as 0 or 1
 
 
 @dataclass(frozen=True)

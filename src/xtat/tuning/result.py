@@ -7,7 +7,7 @@ and the CLI read these records, not dicts.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from xtat.runner.load import Load
@@ -136,6 +136,3 @@ class TuneResult:
         values["confirmation"] = Confirmation.from_json(confirmation) if confirmation else None
         values["search_load"] = Load(**load) if load else None
         return cls(**values, **call)
-
-    def with_message(self, message: str) -> TuneResult:
-        return replace(self, message=message)
