@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 from xtat.space.space import config_key
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 
 
 def _flat(config: dict) -> dict[str, object]:

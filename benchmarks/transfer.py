@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from xtat.model.cost_model import Example, examples, held_out_ranking
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 
 TOP = 20
 

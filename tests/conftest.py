@@ -23,3 +23,56 @@ def _no_fault(monkeypatch):
     monkeypatch.delenv("XTAT_FAULT", raising=False)
 
 
+
+
+# -- stores: every store test runs on SQLite and on PostgreSQL ---------------------------------
+
+POSTGRES_ENV = "XTAT_TEST_POSTGRES_URL"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    """The PostgreSQL server that ./scripts/test starts (scripts/postgres). Without it the tests that
+    need it fail: they are not skipped."""
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        pytest.fail(f"{POSTGRES_ENV} is not set: run the tests with ./scripts/test, which starts PostgreSQL "
+                    f"(or export {POSTGRES_ENV}=\"$(./scripts/postgres)\")")
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=10).close()
+    except psycopg.Error as exc:
+        pytest.fail(f"cannot reach the test PostgreSQL server at {url}: {exc}")
+    return url
+
+
+@pytest.fixture
+def postgres_database(postgres_server):
+    """Makes fresh, empty PostgreSQL databases (dropped after the test); each call returns a URL."""
+    import uuid
+
+    import psycopg
+
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"xtat_test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(postgres_server, autocommit=True) as con:
+            con.execute(f'CREATE DATABASE "{name}"')
+        made.append(name)
+        return postgres_server.rsplit("/", 1)[0] + "/" + name
+
+    yield make
+    with psycopg.connect(postgres_server, autocommit=True) as con:
+        for name in made:
+            con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def new_store(request, tmp_path):
+    """Makes fresh store locations of the backend under test: SQLite files, or PostgreSQL databases."""
+    if request.param == "postgresql":
+        return request.getfixturevalue("postgres_database")
+    counter = iter(range(1_000))
+    return lambda: tmp_path / f"store-{next(counter)}.db"

@@ -22,7 +22,7 @@ from xtat.runner.protocol import Check, Compiled, Failed, Timed, Verified
 from xtat.runner.timing import Race, TimingPolicy, median_ci
 from xtat.runner.verify import Budget, Tolerance
 from xtat.status import TrialStatus
-from xtat.store.sqlite import Result, Trial, WorkloadRecord
+from xtat.store.records import Result, Trial, WorkloadRecord
 
 
 def executable(candidate: Candidate) -> str:
@@ -44,7 +44,14 @@ class FakeRunner:
     # What the tuning layer asked, in order: ("build" | "measure" | "verify" | "place", build id).
     calls: list[tuple[str, str]] = field(default_factory=list)
     deadlines: tuple[float, float] | None = None
+    node: str = "fake-node"
     _rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+    def slots(self) -> list[FakeRunner]:
+        return [self]
+
+    def losses(self) -> list[str]:
+        return []
 
     def _samples(self, candidate: Candidate, count: int) -> list[float]:
         seconds = self.time_of(candidate)
@@ -156,13 +163,13 @@ class MemoryStore:
     the newest result is in force). It shows the run needs nothing of SQLite."""
 
     def __init__(self) -> None:
-        from pathlib import Path
-
-        self.path = Path(":memory:")
+        self.where = ":memory:"
         self._workloads: list[WorkloadRecord] = []
         self._runs: dict[int, dict] = {}
         self._trials: list[Trial] = []
         self._results: list[Result] = []
+        self._claims: dict[int, tuple[str | None, float]] = {}  # trial id -> (owner, lease until)
+        self._locks: dict[str, tuple[str, float]] = {}
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -202,13 +209,40 @@ class MemoryStore:
     def trials(self, workload_id: int) -> list[Trial]:
         return [t for t in self._trials if t.workload_id == workload_id]
 
-    def start_trial(self, workload_id: int, run_id: int, config: dict, key: str) -> int | None:
+    def start_trial(self, workload_id: int, run_id: int | None, config: dict, key: str,
+                    owner: str | None = None, lease_s: float = 60.0) -> int | None:
         known = self.trial(workload_id, key)
         if known is not None:
-            return known.id if known.status is TrialStatus.RUNNING else None
+            holder, until = self._claims.get(known.id, (None, 0.0))
+            if known.status is not TrialStatus.RUNNING or (holder != owner and until > time.time()):
+                return None
+            self._claims[known.id] = (owner, time.time() + lease_s)
+            return known.id
         self._trials.append(Trial(len(self._trials) + 1, workload_id, run_id, config, TrialStatus.RUNNING, *[None] * 12,
                                   created_at=time.time()))
+        self._claims[len(self._trials)] = (owner, time.time() + lease_s)
         return len(self._trials)
+
+    def renew(self, owner: str, lease_s: float) -> int:
+        held = [id for id, (holder, _) in self._claims.items() if holder == owner]
+        for id in held:
+            self._claims[id] = (owner, time.time() + lease_s)
+        return len(held)
+
+    def claimed_elsewhere(self, workload_id: int, owner: str) -> list[Trial]:
+        return [t for t in self.trials(workload_id) if t.status is TrialStatus.RUNNING
+                and self._claims.get(t.id, (owner, 0.0))[0] != owner and self._claims[t.id][1] > time.time()]
+
+    def try_lock(self, name: str, owner: str, lease_s: float) -> bool:
+        holder, until = self._locks.get(name, (owner, 0.0))
+        if holder != owner and until > time.time():
+            return False
+        self._locks[name] = (owner, time.time() + lease_s)
+        return True
+
+    def unlock(self, name: str, owner: str) -> None:
+        if self._locks.get(name, (None, 0.0))[0] == owner:
+            del self._locks[name]
 
     def finish_trial(self, trial_id: int, status: TrialStatus, **fields: object) -> None:
         self._replace(trial_id, status=TrialStatus(status), **fields)
@@ -217,6 +251,7 @@ class MemoryStore:
         self._replace(trial_id, status=TrialStatus.WRONG_RESULT, error=error)
 
     def _replace(self, trial_id: int, **fields: object) -> None:
+        self._claims.pop(trial_id, None)
         index = next(i for i, t in enumerate(self._trials) if t.id == trial_id)
         self._trials[index] = dataclasses.replace(self._trials[index], **fields)  # type: ignore[arg-type]
 

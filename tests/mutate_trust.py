@@ -27,7 +27,7 @@ M = [Mutation(*m) for m in [
      "            outliers=math.ceil(factor * beyond),", "            outliers=10**9,", "tests/test_verify.py"),
     ("hooks without switch", "src/xtat/test_hooks.py", 'if os.environ.get(SWITCH) == "1" else ""', 'if True else ""',
      "tests/test_reliability.py -k hooks"),
-    ("database world-readable", "src/xtat/store/sqlite.py", "os.O_CREAT | os.O_WRONLY, 0o600", "os.O_CREAT | os.O_WRONLY, 0o644",
+    ("database world-readable", "src/xtat/store/sql.py", "os.O_CREAT | os.O_WRONLY, 0o600", "os.O_CREAT | os.O_WRONLY, 0o644",
      "tests/test_reliability.py -k owner"),
     ("abandoned folders kept", "src/xtat/tuning/session.py", "            shutil.rmtree(owner.parent, ignore_errors=True)",
      "            pass", "tests/test_reliability.py -k killed_runs_folder"),
@@ -47,7 +47,7 @@ M = [Mutation(*m) for m in [
      "            m = side_by_side(runner, make_stages(), {key: json.loads(key)}, settings).configs[key]",
      "            m = side_by_side(runner, make_stages(), {k: json.loads(k) for k in keys}, settings).configs[key]",
      "tests/test_compare.py -k own_process"),
-    ("import skips unreported", "src/xtat/store/sqlite.py",
+    ("import skips unreported", "src/xtat/store/sql.py",
      "                if recorded:\n                    skipped.append", "                if False:\n                    skipped.append",
      "tests/test_store.py"),
 ]]

@@ -7,7 +7,7 @@ as a tuning run would leave it.
 from __future__ import annotations
 
 from tiny import tiny_mlp
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 from xtat.workload import capture
 
 

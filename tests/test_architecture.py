@@ -25,11 +25,11 @@ def test_the_roles_import_only_the_layers_below_them():
 
 def test_a_store_that_imports_the_tuner_breaks_the_contract(tmp_path):
     shutil.copytree(ROOT / "src" / "xtat", tmp_path / "xtat", ignore=shutil.ignore_patterns("__pycache__"))
-    store = tmp_path / "xtat" / "store" / "sqlite.py"
+    store = tmp_path / "xtat" / "store" / "sql.py"
     store.write_text(store.read_text() + "\n\ndef _wrong_way():\n    from xtat.tuner import tune  # noqa\n")
     result = lint_imports(tmp_path)
     assert result.returncode != 0
-    assert "xtat.store.sqlite -> xtat.tuner" in result.stdout, result.stdout
+    assert "xtat.store.sql -> xtat.tuner" in result.stdout, result.stdout
 
 
 def test_every_mutation_check_still_finds_its_source_line():

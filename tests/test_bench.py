@@ -45,7 +45,7 @@ from xtat.report import (
     write_report,
 )
 from xtat.report.figures import is_png
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 from xtat.suite import SuiteEntry
 from xtat.workload import Workload
 

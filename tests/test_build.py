@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import xtat
 from tiny import FAST, tiny_nan_max
 from xtat.build.builder import executable_identity
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 
 
 def _lowered():

@@ -36,7 +36,7 @@ from xtat.compare.runner import (
 from xtat.errors import UserError
 from xtat.report import to_html, to_markdown
 from xtat.space.space import config_key
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 from xtat.tuner import TuneSettings
 
 # The timing part of FAST: what a campaign plan takes.

@@ -28,7 +28,8 @@ from xtat.search.gp import GPSearch
 from xtat.search.model import ModelSearch
 from xtat.search.random_search import RandomSearch
 from xtat.space.space import Decision, Space, config_key
-from xtat.store.sqlite import Store, Trial
+from xtat.store.records import Trial
+from xtat.store.sql import Store
 from xtat.tuner import TuneSettings
 from xtat.tuning.adoption import finalize
 from xtat.tuning.context import RunContext
@@ -280,7 +281,7 @@ def test_a_raced_trial_is_never_a_finalist_even_if_its_partial_median_is_fast(tm
                            raced=raced)
     captured = SimpleNamespace(name="w", fingerprint="fp")
     # No finalist means no worker is needed: the session is never touched.
-    adoption, spent = finalize(RunContext(store, None, captured, workload, run, TuneSettings(), ()))  # type: ignore[arg-type]
+    adoption, spent = finalize(RunContext(store, None, captured, workload, run, TuneSettings(), (), "test"))  # type: ignore[arg-type]
     assert adoption.finalists == () and not adoption.adopted and spent == 0.0
 
 

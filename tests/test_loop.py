@@ -10,7 +10,7 @@ from doubles import FakeRunner, MemoryStore, fake_runner_factory
 from tiny import FAST, tiny_mlp
 from xtat.candidate import Candidate
 from xtat.status import TrialStatus
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 
 WIDTH = "xla_cpu_prefer_vector_width"
 LEVEL = "xla_backend_optimization_level"

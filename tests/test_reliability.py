@@ -511,7 +511,7 @@ def test_malformed_options_are_refused_before_anything_runs_or_is_written(db, op
 
 def test_fault_hooks_do_nothing_without_the_test_switch(monkeypatch, db):
     from xtat.runner import faults
-    from xtat.store.sqlite import Store
+    from xtat.store.sql import Store
 
     monkeypatch.setenv("XTAT_FAULT", "*:compile:raise")
     with pytest.raises(RuntimeError, match="injected fault"):
@@ -523,7 +523,7 @@ def test_fault_hooks_do_nothing_without_the_test_switch(monkeypatch, db):
 
 
 def test_the_database_file_is_readable_by_its_owner_only(db):
-    from xtat.store.sqlite import Store
+    from xtat.store.sql import Store
 
     Store.open(db).close()
     assert db.stat().st_mode & 0o777 == 0o600

@@ -15,7 +15,7 @@ from xtat.space.space import Decision, Space
 from xtat.stages.base import concretize
 from xtat.stages.passes import CSE_BARRIER_EXPANDER
 from xtat.stages.registry import make_stages
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 
 
 def _trials(db):

@@ -10,7 +10,7 @@ import pytest
 from xtat.errors import StoreError, UserError
 from xtat.space.space import config_key
 from xtat.status import TrialStatus
-from xtat.store.sqlite import SCHEMA_VERSION, Store
+from xtat.store.sql import SCHEMA_VERSION, Store
 from xtat.workload import fingerprint
 
 ENV = {"platform": "cpu", "device_kind": "cpu", "jax": "x", "jaxlib": "x"}
@@ -50,9 +50,9 @@ def test_not_ours_and_corrupt_and_newer_files_are_refused_unchanged(tmp_path):
         assert path.read_bytes() == before
 
 
-def test_export_import_round_trip_and_idempotence(tmp_path):
-    document = _filled(tmp_path / "a.db").export()
-    target = Store.open(tmp_path / "b.db")
+def test_export_import_round_trip_and_idempotence(new_store):
+    document = _filled(new_store()).export()
+    target = Store.open(new_store())
     first = target.import_(json.loads(json.dumps(document)))
     assert first.added == {"workloads": 1, "trials": 2, "results": 1} and first.skipped == ()
     again = target.import_(document)
@@ -71,17 +71,17 @@ def test_export_import_round_trip_and_idempotence(tmp_path):
     (lambda d: d["workloads"][0]["trials"][1].update(config_key="{}"), "config_key"),
     (lambda d: d["workloads"][0].pop("fingerprint"), "lacks field"),
 ])
-def test_malformed_import_writes_nothing(tmp_path, mutate, message):
-    document = _filled(tmp_path / "a.db").export()
+def test_malformed_import_writes_nothing(new_store, mutate, message):
+    document = _filled(new_store()).export()
     mutate(document)
-    target = Store.open(tmp_path / "b.db")
+    target = Store.open(new_store())
     with pytest.raises(UserError, match=message):
         target.import_(document)
     assert target.export()["workloads"] == []
 
 
-def test_trial_status_is_final_once(tmp_path):
-    store = _filled(tmp_path / "a.db")
+def test_trial_status_is_final_once(new_store):
+    store = _filled(new_store())
     wid = store.workloads()[0].id
     before = store.export()
     assert store.start_trial(wid, None, {}, "{}") is None  # finished (by another tuner): not restarted
@@ -92,7 +92,9 @@ def test_a_version_1_file_is_upgraded_in_place_with_its_rows_unchanged(tmp_path)
     db = tmp_path / "v1.db"
     _filled(db).close()
     with sqlite3.connect(db) as con:  # make it what xtat 0.1 with schema 1 wrote
-        con.execute("ALTER TABLE trials DROP COLUMN raced")
+        for column in ("node", "lease_until", "owner", "raced"):
+            con.execute(f"ALTER TABLE trials DROP COLUMN {column}")
+        con.execute("DROP TABLE locks")
         con.execute("ALTER TABLE trials DROP COLUMN metrics")
         con.execute("DROP TABLE machine")
         con.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
@@ -103,8 +105,8 @@ def test_a_version_1_file_is_upgraded_in_place_with_its_rows_unchanged(tmp_path)
     store.close()
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
-        assert [row[:-2] for row in con.execute("SELECT * FROM trials ORDER BY id")] == before
-        assert all(row[-2:] == (None, 0) for row in con.execute("SELECT * FROM trials"))
+        assert [row[:-5] for row in con.execute("SELECT * FROM trials ORDER BY id")] == before
+        assert all(row[-5:] == (None, 0, None, None, None) for row in con.execute("SELECT * FROM trials"))
 
 
 def test_a_version_2_file_moves_raced_from_the_metrics_to_its_column(tmp_path):
@@ -115,7 +117,8 @@ def test_a_version_2_file_moves_raced_from_the_metrics_to_its_column(tmp_path):
     store.finish_trial(slow, TrialStatus.OK, median_s=2.0)
     store.close()
     with sqlite3.connect(db) as con:  # what schema 2 wrote: no column, a metrics entry
-        con.execute("ALTER TABLE trials DROP COLUMN raced")
+        for column in ("node", "lease_until", "owner", "raced"):
+            con.execute(f"ALTER TABLE trials DROP COLUMN {column}")
         con.execute("UPDATE trials SET metrics=? WHERE id=?", (json.dumps({"raced": True}), slow))
         con.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
     store = Store.open(db)
@@ -123,26 +126,26 @@ def test_a_version_2_file_moves_raced_from_the_metrics_to_its_column(tmp_path):
     assert sum(t.raced for t in store.trials(wid)) == 1
 
 
-def test_trial_metrics_round_trip_through_export_and_import(tmp_path):
-    store = _filled(tmp_path / "a.db")
+def test_trial_metrics_round_trip_through_export_and_import(new_store):
+    store = _filled(new_store())
     wid = store.workloads()[0].id
     t = store.start_trial(wid, None, {"codegen": {"b": 2}}, '{"codegen":{"b":2}}')
     store.finish_trial(t, "ok", median_s=1e-3, metrics={"peak_bytes": 1024, "flops": 2.0e6})
     document = json.loads(json.dumps(store.export()))
-    target = Store.open(tmp_path / "b.db")
+    target = Store.open(new_store())
     target.import_(document)
     [trial] = [t for t in target.trials(target.workloads()[0].id) if t.config == {"codegen": {"b": 2}}]
     assert trial.metrics == {"peak_bytes": 1024, "flops": 2.0e6}
 
 
-def test_a_trial_is_never_a_duplicate_of_its_own_row(tmp_path):
+def test_a_trial_is_never_a_duplicate_of_its_own_row(new_store):
     """Two tuners measuring one config share its row: the second to compile it must not find the
     first's finished result on that same row and mark the row a duplicate of itself."""
-    store = Store.open(tmp_path / "a.db")
+    store = Store.open(new_store())
     wid = store.upsert_workload("f" * 64, "p" * 64, "w", {"jaxlib": "x"}, {})
     key = '{"codegen":{"a":1}}'
-    mine = store.start_trial(wid, None, {"codegen": {"a": 1}}, key)
-    assert store.start_trial(wid, None, {"codegen": {"a": 1}}, key) == mine  # the other tuner: same row
+    mine = store.start_trial(wid, None, {"codegen": {"a": 1}}, key, owner="first", lease_s=0.0)
+    assert store.start_trial(wid, None, {"codegen": {"a": 1}}, key, owner="second") == mine  # lease ran out
     store.finish_trial(mine, "ok", exe_hash="h", median_s=1e-3)
     assert store.measured_with_hash(wid, "h", mine) is None
     other = store.start_trial(wid, None, {"codegen": {"a": 2}}, '{"codegen":{"a":2}}')
@@ -170,35 +173,35 @@ def _exported(db, config, **kwargs) -> dict:
     (lambda d: d["workloads"][0].update(trials=[]), "no verified ok trial"),
     (lambda d: d["workloads"][0]["results"][0].update(run_settings=None), "relaxes numerics"),
 ])
-def test_import_refuses_records_that_would_not_be_applied(tmp_path, mutate, message):
-    document = _exported(tmp_path / "a.db", {"codegen": {"xla_cpu_enable_fast_math": True}},
+def test_import_refuses_records_that_would_not_be_applied(new_store, mutate, message):
+    document = _exported(new_store(), {"codegen": {"xla_cpu_enable_fast_math": True}},
                          settings={"allow_numerics_change": True, "rtol": 1e-3})
     mutate(document)
-    target = tmp_path / "b.db"
+    target = new_store()
     with pytest.raises(UserError, match=message):
         Store.open(target).import_(document)
     assert Store.open(target).export()["workloads"] == []
 
 
-def test_numerics_opt_in_travels_with_the_record(tmp_path):
+def test_numerics_opt_in_travels_with_the_record(new_store):
     import xtat
     from tiny import mlp, tiny_mlp
 
-    document = _exported(tmp_path / "a.db", {"codegen": {"xla_cpu_enable_fast_math": True}},
+    document = _exported(new_store(), {"codegen": {"xla_cpu_enable_fast_math": True}},
                          settings={"allow_numerics_change": True, "rtol": 1e-3})
-    target = tmp_path / "b.db"
+    target = new_store()
     Store.open(target).import_(document)
     tuned = xtat.jit(mlp, db=target)
     tuned(*tiny_mlp().args)
     assert [lookup.found.value for lookup in tuned.lookups()] == ["adopted"]
 
 
-def test_an_imported_result_never_replaces_a_local_decision_unless_asked(tmp_path):
+def test_an_imported_result_never_replaces_a_local_decision_unless_asked(new_store):
     from records import adopt
 
-    local = tmp_path / "local.db"
+    local = new_store()
     adopt(local, {"codegen": {"xla_cpu_prefer_vector_width": 128}})
-    document = _exported(tmp_path / "other.db", {}, adopted=False)  # "not adopted", imported later
+    document = _exported(new_store(), {}, adopted=False)  # "not adopted", imported later
     report = Store.open(local).import_(document)
     assert any("not in force" in line and "--prefer-imported" in line for line in report.skipped)
     store = Store.open(local)
@@ -209,17 +212,115 @@ def test_an_imported_result_never_replaces_a_local_decision_unless_asked(tmp_pat
     assert not Store.open(local).latest_result(workload.id).adopted
 
 
-def test_the_trial_field_list_is_the_schema_and_the_record(tmp_path):
+def test_the_trial_field_list_is_the_schema_and_the_record(new_store):
     """TRIAL_FIELDS drives finish_trial, export, import and validation: it must name every trial
     column the schema has (less ids and bookkeeping) and every field of `Trial`."""
     import dataclasses
 
-    from xtat.store.sqlite import TRIAL_FIELDS, Trial
+    import sqlalchemy
 
-    store = Store.open(tmp_path / "x.db")
-    columns = {row[1] for row in store._con.execute("PRAGMA table_info(trials)")}
+    from xtat.store.records import BOOKKEEPING, TRIAL_FIELDS, Trial
+
+    store = Store.open(new_store())
+    columns = {column["name"] for column in sqlalchemy.inspect(store.engine).get_columns("trials")}
     listed = {f.name for f in TRIAL_FIELDS}
-    assert columns - listed == {"id", "workload_id", "run_id", "finished_at"}
+    assert columns - listed == BOOKKEEPING
     assert listed - columns == set()
     assert {f.name for f in dataclasses.fields(Trial)} - listed == {"id", "workload_id", "run_id"}
     assert listed - {f.name for f in dataclasses.fields(Trial)} == {"config_key"}  # a property of Trial
+
+
+# -- claims: trials and locks held under leases (tuners sharing one study) ------------------------
+
+def test_a_claimed_trial_is_not_measured_twice_until_its_lease_runs_out(new_store):
+    store = Store.open(new_store())
+    wid = store.upsert_workload("f" * 64, "p" * 64, "w", {"jaxlib": "x"}, {})
+    key = config_key({"codegen": {"a": 1}})
+    mine = store.start_trial(wid, None, {"codegen": {"a": 1}}, key, owner="host-a:1:x", lease_s=60)
+    assert store.start_trial(wid, None, {"codegen": {"a": 1}}, key, owner="host-b:2:y") is None  # alive
+    assert store.start_trial(wid, None, {"codegen": {"a": 1}}, key, owner="host-a:1:x") == mine  # its own
+    assert [t.id for t in store.claimed_elsewhere(wid, "host-b:2:y")] == [mine]
+    assert store.claimed_elsewhere(wid, "host-a:1:x") == []
+    assert store.renew("host-a:1:x", -1.0) == 1  # the heartbeat stops: the lease is over
+    assert store.claimed_elsewhere(wid, "host-b:2:y") == []
+    assert store.start_trial(wid, None, {"codegen": {"a": 1}}, key, owner="host-b:2:y") == mine  # re-claimed
+    store.finish_trial(mine, TrialStatus.OK, median_s=1e-3)
+    assert store.start_trial(wid, None, {"codegen": {"a": 1}}, key, owner="host-a:1:x") is None  # finished
+    assert store.renew("host-b:2:y", 60) == 0  # a finished trial holds no claim
+
+
+def test_a_dead_tuners_claim_on_this_host_is_re_claimed_at_once(new_store):
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    owner = f"{socket.gethostname()}:{int(dead.stdout)}:x"  # a process that has exited
+    store = Store.open(new_store())
+    wid = store.upsert_workload("f" * 64, "p" * 64, "w", {"jaxlib": "x"}, {})
+    first = store.start_trial(wid, None, {}, "{}", owner=owner, lease_s=3600)
+    assert store.start_trial(wid, None, {}, "{}", owner="other:1:y") == first
+    assert store.try_lock("decide:1", owner, 3600)
+    assert store.try_lock("decide:1", "other:1:y", 60)  # the dead holder's lock is taken over too
+
+
+def test_a_named_lock_has_one_holder_at_a_time(new_store):
+    store = Store.open(new_store())
+    assert store.try_lock("decide:1", "a:1:x", 60)
+    assert store.try_lock("decide:1", "a:1:x", 60)  # held already: taken again
+    assert not store.try_lock("decide:1", "b:2:y", 60)
+    assert store.try_lock("decide:2", "b:2:y", 60)  # another name
+    store.unlock("decide:1", "b:2:y")  # not its holder: nothing happens
+    assert not store.try_lock("decide:1", "b:2:y", 60)
+    store.unlock("decide:1", "a:1:x")
+    assert store.try_lock("decide:1", "b:2:y", 60)
+    assert store.renew("b:2:y", -1.0) == 2
+    assert store.try_lock("decide:2", "a:1:x", 60)  # the lease ran out
+
+
+def test_a_server_that_does_not_answer_is_a_clear_error(tmp_path):
+    with pytest.raises(StoreError, match=r"cannot open postgresql://xtat:\*\*\*@127.0.0.1:9/nobody .*server runs"):
+        Store.open("postgresql://xtat:secret@127.0.0.1:9/nobody")
+    with pytest.raises(StoreError, match="unknown store location"):
+        Store.open("mysql://host/db")
+
+
+def test_a_postgres_database_that_is_not_ours_is_refused_unchanged(postgres_database):
+    import sqlalchemy
+
+    url = postgres_database()
+    engine = sqlalchemy.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as con:
+        con.exec_driver_sql("CREATE TABLE notes (x TEXT)")
+    with pytest.raises(StoreError, match="not xtat's"):
+        Store.open(url)
+    with engine.connect() as con:
+        assert sqlalchemy.inspect(con).get_table_names() == ["notes"]
+    engine.dispose()
+
+
+def test_claims_and_locks_taken_at_the_same_moment_have_one_winner(new_store):
+    """Many tuners claiming one config, or one lock, at once: exactly one gets it (transactions
+    that read, then write, are serialized on both backends)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    location = new_store()
+    store = Store.open(location)
+    wid = store.upsert_workload("f" * 64, "p" * 64, "w", {"jaxlib": "x"}, {})
+    stores = [Store.open(location) for _ in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        for round in range(5):
+            config = {"codegen": {"a": round}}
+
+            def claim(i: int, config: dict = config) -> int | None:
+                return stores[i].start_trial(wid, None, config, config_key(config), owner=f"h{i}:{i}:x")
+
+            def lock(i: int, name: str = f"decide:{round}") -> bool:
+                return stores[i].try_lock(name, f"h{i}:{i}:x", 60)
+
+            claims = list(pool.map(claim, range(8)))
+            assert sum(c is not None for c in claims) == 1, claims
+            locks = list(pool.map(lock, range(8)))
+            assert sum(locks) == 1, locks
+    for s in stores:
+        s.close()

@@ -15,7 +15,7 @@ from tiny import FAST, tiny_mlp, tiny_nan_max
 from xtat.errors import UserError
 from xtat.space.space import config_id
 from xtat.status import FINAL_STATUSES
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 from xtat.tuner import TuneSettings
 
 OPTIONS = ("xla_cpu_opt_preset", "xla_backend_optimization_level", "xla_cpu_prefer_vector_width")

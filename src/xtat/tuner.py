@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -23,13 +23,16 @@ from xtat.runner.load import LoadMonitor
 from xtat.space.space import config_key
 from xtat.stages.base import Context
 from xtat.stages.registry import make_stages
+from xtat.status import TrialStatus
 from xtat.store.base import Storage
-from xtat.store.sqlite import Store, Trial
+from xtat.store.records import Trial
+from xtat.store.sql import Store, is_url, owner_id
 from xtat.tuning.adoption import finalize
+from xtat.tuning.claims import Heartbeat
 from xtat.tuning.context import RunContext
-from xtat.tuning.loop import SearchLoop, formulate
+from xtat.tuning.loop import POLL_S, SearchLoop, formulate
 from xtat.tuning.result import TrialEvent, TuneResult
-from xtat.tuning.session import open_runner, rewritten_exporter
+from xtat.tuning.session import open_ray_runner, open_runner, rewritten_exporter
 from xtat.tuning.settings import FORMULATIONS, TuneSettings
 from xtat.workload import Capture, Workload, capture
 
@@ -71,13 +74,15 @@ def tune(
 
             codegen_space(captured.identity.env["platform"], settings.allow_numerics_change, settings.options)
         store = stack.enter_context(Store.open(db)) if db is None or isinstance(db, (str, Path)) else db
+        if runner is open_runner and settings.executor != "local":
+            runner = open_ray_runner
         opened = stack.enter_context(runner(captured, settings))
         return _tune(captured, store, opened, settings, started, on_trial, learn_from)
 
 
 def _learn_from(path: str) -> Store:
     """A --learn-from store, opened read only (nothing is written to it)."""
-    if not Path(path).is_file():
+    if not is_url(path) and not Path(path).is_file():
         raise UserError(f"--learn-from {path}: no store there; name the database file of an earlier tuning run "
                         "(xtat tune --db)")
     try:
@@ -107,17 +112,52 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
     workload = captured.workload
     context = Context(*workload.bound(), identity.env["platform"],
                       settings.allow_numerics_change, settings.options, runner.passes_that_ran)
-    run = RunContext(store, runner, captured, workload_id, run_id, settings, tuple(stages))
-    search = SearchLoop(run, on_trial, learn_from)
-    monitor = LoadMonitor(runner.pids)
-    search.consider({})  # the default first, always
-    formulate(search, searched, context, settings)
-    search_load = monitor.report()
+    run = RunContext(store, runner, captured, workload_id, run_id, settings, tuple(stages), owner_id())
+    with Heartbeat(store, run.owner, settings.lease_s):
+        search = SearchLoop(run, on_trial, learn_from)
+        try:
+            monitor = LoadMonitor(runner.pids)
+            search.consider({})  # the default first, always
+            formulate(search, searched, context, settings)
+            search_load = monitor.report()
+        finally:
+            search.close()
+        with deciding(run):
+            result = _decide(run, search, search_load, searched)
+    store.finish_run(run_id, "finished")
+    pareto = pareto_front(store.trials(workload_id), settings.objectives) if len(settings.objectives) > 1 else []
+    return replace(result, trials=_counts(store.trials(workload_id)), history=search.history, pareto=pareto,
+                   wall_s=time.perf_counter() - started, worker_s=search.worker_s)
 
+
+@contextmanager
+def deciding(run: RunContext) -> Iterator[None]:
+    """One decision per workload at a time, from every tuner's trials: a tuner sharing the study
+    first waits for the trials others still measure, then for the decision lock."""
+    store, name = run.store, f"decide:{run.workload_id}"
+    while store.claimed_elsewhere(run.workload_id, run.owner) or not store.try_lock(name, run.owner,
+                                                                                    run.settings.lease_s):
+        time.sleep(POLL_S)
+    try:
+        yield
+    finally:
+        store.unlock(name, run.owner)
+
+
+def _basis(trials: list[Trial]) -> list[int]:
+    """What a decision was taken from: the finished trials, by id."""
+    return sorted(t.id for t in trials if t.status != TrialStatus.RUNNING)
+
+
+def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) -> TuneResult:
+    store, runner, settings, captured, workload_id = run.store, run.runner, run.settings, run.captured, run.workload_id
     latest = store.latest_result(workload_id)
-    call: dict[str, Any] = dict(trials={}, new_trials=search.new_trials, wall_s=0.0, worker_s=0.0, db=str(store.path))
-    if search.new_trials == 0 and latest is not None and "summary" in latest.detail:
-        # Nothing new was measured: the recorded decision stands (a rerun is a no-op).
+    basis = _basis(store.trials(workload_id))
+    call: dict[str, Any] = dict(trials={}, new_trials=search.new_trials, wall_s=0.0, worker_s=0.0, db=store.where)
+    if latest is not None and "summary" in latest.detail and (
+            latest.detail.get("basis") == basis or (search.new_trials == 0 and "basis" not in latest.detail)):
+        # Nothing was measured since the recorded decision (a rerun, or another tuner of the same
+        # study decided on the same trials): it stands.
         recorded = TuneResult.from_decision(latest.detail["summary"], **call)
         result = replace(recorded, message=recorded.message + " (recorded)")
     else:
@@ -140,10 +180,7 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
             finalists=adoption.finalists, no_ops=list(search.no_ops), notes=notes,
             confirmation=best.confirmation if best else None, search_load=search_load, **call)
         speedup = (result.speedup, *result.speedup_ci) if result.finalists else None
-        store.add_result(workload_id, run_id, result.adopted, result.best_config, result.default_ms / 1e3,
-                         result.best_ms / 1e3, speedup,
-                         {"summary": result.decision_json(), "verification": runner.budget.to_json()})
-    store.finish_run(run_id, "finished")
-    pareto = pareto_front(store.trials(workload_id), settings.objectives) if len(settings.objectives) > 1 else []
-    return replace(result, trials=_counts(store.trials(workload_id)), history=search.history, pareto=pareto,
-                   wall_s=time.perf_counter() - started, worker_s=search.worker_s)
+        store.add_result(workload_id, run.run_id, result.adopted, result.best_config, result.default_ms / 1e3,
+                         result.best_ms / 1e3, speedup, {"summary": result.decision_json(),
+                                                         "verification": runner.budget.to_json(), "basis": basis})
+    return result

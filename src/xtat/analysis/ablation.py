@@ -17,7 +17,7 @@ from typing import Any
 from xtat.errors import UserError
 from xtat.space.space import Config
 from xtat.stages.registry import STAGE_ORDER, make_stages
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from xtat.apply.lookup import Unvetted, vetted
 from xtat.candidate import ProcessSetup
 from xtat.errors import UserError
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 
 
 @dataclass(frozen=True)

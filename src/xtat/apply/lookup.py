@@ -15,7 +15,8 @@ from pathlib import Path
 from xtat.candidate import Candidate
 from xtat.errors import StoreError
 from xtat.space.space import config_key
-from xtat.store.sqlite import Result, Store, WorkloadRecord, default_path
+from xtat.store.records import Result, WorkloadRecord
+from xtat.store.sql import Store, default_location, sqlite_path
 from xtat.workload import Identity
 
 
@@ -55,11 +56,12 @@ class Lookup:
 
 
 def lookup(identity: Identity, db: str | Path | None) -> Lookup:
-    path = Path(db) if db is not None else default_path()
-    if not path.exists():
+    location = db if db is not None else default_location()
+    file = sqlite_path(location)
+    if file is not None and not file.exists():
         return Lookup(Found.NO_DATABASE)
     try:
-        store = Store.open(path, read_only=True)
+        store = Store.open(location, read_only=True)
     except StoreError as exc:
         return Lookup(Found.UNREADABLE, str(exc))
     try:
@@ -115,7 +117,7 @@ def mark_rejected(db: str | Path | None, result_id: int | None, reason: str) -> 
     try:
         from xtat.workload import environment_identity
 
-        store = Store.open(Path(db) if db is not None else default_path())
+        store = Store.open(db if db is not None else default_location())
         try:
             store.mark_rejected(result_id, reason, environment_identity())
         finally:

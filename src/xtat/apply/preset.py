@@ -24,7 +24,7 @@ from enum import StrEnum
 from xtat.apply.lookup import Unvetted, vetted
 from xtat.candidate import HOST_DEVICES_FLAG
 from xtat.errors import UserError
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 
 # Set on ExecutableBuildOptions, not DebugOptions: compiler_options takes them, XLA_FLAGS does not.
 _BUILD_OPTIONS = frozenset({"exec_time_optimization_effort", "memory_fitting_effort", "optimization_level",

@@ -27,7 +27,7 @@ from xtat.analysis.ablation import Ablation
 from xtat.bench.roofline import MachinePeak, RooflinePlacement, machine_peak, place
 from xtat.errors import UserError
 from xtat.status import TrialStatus
-from xtat.store.sqlite import Store, default_path
+from xtat.store.sql import Store, default_path
 from xtat.suite import FORMS, SIZES, SuiteEntry, entries
 from xtat.workload import Workload
 

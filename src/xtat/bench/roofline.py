@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from xtat.store.sqlite import Store
+from xtat.store.sql import Store
 
 FACT_PREFIX = "roofline:"
 # Problem sizes per platform: seconds in all on a 2-core CPU. The compute roof is the best

@@ -36,7 +36,9 @@ def _options(version: bool = typer.Option(False, "--version", callback=_version,
     """xtat: autotune XLA for a JAX program."""
 
 DEFAULT_TARGET = "xtat.suite.moe:moe_train_step"
-DbOption = typer.Option(None, "--db", help="SQLite database (default ~/.cache/xtat/xtat.db or $XTAT_DB).")
+DbOption = typer.Option(None, "--db", help="The store: an SQLite file or sqlite:/// URL, or a postgresql://"
+                        "USER:PASSWORD@HOST/DB study shared by many tuners (default $XTAT_DB, else "
+                        "~/.cache/xtat/xtat.db).")
 
 
 def _ms(value: float | None) -> str:
@@ -50,7 +52,7 @@ def tune(
     budget: int | None = typer.Option(40, help="Configs to consider, the default and resumed ones included."),
     time: float | None = typer.Option(None, "--time", help="Time budget of the search in seconds, resumed "
                                          "trials' time included (default: none; 60 without TARGET)."),
-    db: Path | None = DbOption,
+    db: str | None = DbOption,
     seed: int = typer.Option(0, help="Seed of the search."),
     allow_numerics_change: bool = typer.Option(False, help="Also search options that relax numerics."),
     rtol: float | None = typer.Option(None, help="Relative tolerance (with --allow-numerics-change)."),
@@ -69,6 +71,11 @@ def tune(
                                           "the machine (by default it is reported as load-dependent)."),
     name: str | None = typer.Option(None, "--name", help="The workload's name in the store and reports "
                                        "(default: its own, or module:attr / file:attr)."),
+    executor: str = typer.Option("local", "--executor", help="Where candidates are measured: local (worker "
+                                 "processes here), ray (this machine's Ray cluster, or a new local one) or "
+                                 "ray:ADDRESS (a Ray cluster whose nodes offer an xtat_device resource)."),
+    workers: int = typer.Option(1, "--workers", help="Candidates measured at once (with --executor ray): "
+                                "one per xtat_device unit of the cluster."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
@@ -86,7 +93,8 @@ def tune(
                                 stages=names(stages),
                                 formulation=formulation, strategy=strategy,
                                 objectives=names(objectives), learn_from=tuple(map(str, learn_from or ())),
-                                confirm_time_s=confirm_time, adopt_under_load=adopt_under_load)
+                                confirm_time_s=confirm_time, adopt_under_load=adopt_under_load,
+                                executor=executor, workers=workers)
     except UserError as exc:
         _fail(str(exc))
     failures = 0
@@ -137,16 +145,16 @@ def tune(
         sys.stdout.write(json.dumps({**{k: document[k] for k in keys}, **document}) + "\n")
 
 
-def _open(db: Path | None, read_only: bool = True):
-    from xtat.store.sqlite import Store, default_path
+def _open(db: str | None, read_only: bool = True):
+    from xtat.store.sql import Store, default_location
 
     try:
-        return Store.open(db or default_path(), read_only=read_only)
+        return Store.open(db or default_location(), read_only=read_only)
     except UserError as exc:
         _fail(str(exc))
 
 
-def _open_workload(db: Path | None, name_or_fingerprint: str):
+def _open_workload(db: str | None, name_or_fingerprint: str):
     store = _open(db)
     try:
         return store, store.find_workload(name_or_fingerprint)
@@ -155,10 +163,10 @@ def _open_workload(db: Path | None, name_or_fingerprint: str):
 
 
 @app.command()
-def show(db: Path | None = DbOption) -> None:
+def show(db: str | None = DbOption) -> None:
     """Workloads in the store with default and best times and speedups."""
     store = _open(db)
-    table = Table(title=str(store.path))
+    table = Table(title=store.where)
     for column in ("workload", "fingerprint", "trials", "default ms", "best ms", "speedup [95% CI]", "adopted",
                    "confirmation", "jax", "device"):
         table.add_column(column)
@@ -181,12 +189,12 @@ def show(db: Path | None = DbOption) -> None:
 
 @app.command()
 def trials(workload: str = typer.Argument(..., help="Workload name or fingerprint prefix."),
-           db: Path | None = DbOption, as_json: bool = typer.Option(False, "--json")) -> None:
+           db: str | None = DbOption, as_json: bool = typer.Option(False, "--json")) -> None:
     """One row per trial of a workload."""
     store, record = _open_workload(db, workload)
     rows = store.trials(record.id)
     if as_json:
-        from xtat.store.sqlite import _trial_json
+        from xtat.store.records import trial_json as _trial_json
 
         out.print_json(json.dumps([{"id": t.id, **_trial_json(t)} for t in rows]))
         return
@@ -203,7 +211,7 @@ def trials(workload: str = typer.Argument(..., help="Workload name or fingerprin
 
 @app.command("export")
 def export_(path: Path = typer.Argument(..., help="File to write ('-' for stdout)."),
-            db: Path | None = DbOption,
+            db: str | None = DbOption,
             preset: str | None = typer.Option(None, "--preset", help="Write what production needs without xtat: "
                                                  "python (a module of compiler_options dicts), json, or xla-flags "
                                                  "(one XLA_FLAGS value). Default: every record, for `xtat import`."),
@@ -224,7 +232,7 @@ def export_(path: Path = typer.Argument(..., help="File to write ('-' for stdout
             _fail(f"--preset {preset!r} is not one of {', '.join(f.value for f in PresetFormat)}")
         store = _open(db)
         try:
-            document, notes = render(collect(store, workload), fmt, source=store.path.name)
+            document, notes = render(collect(store, workload), fmt, source=Path(store.where).name)
         except UserError as exc:
             _fail(str(exc))
     if str(path) == "-":
@@ -238,7 +246,7 @@ def export_(path: Path = typer.Argument(..., help="File to write ('-' for stdout
 
 @app.command("import")
 def import_(path: Path = typer.Argument(..., help="JSON file written by `xtat export`."),
-            db: Path | None = DbOption,
+            db: str | None = DbOption,
             prefer_imported: bool = typer.Option(False, "--prefer-imported", help="Let imported results replace "
                                                  "decisions made in this store (default: they apply only where "
                                                  "this store has none).")) -> None:
@@ -261,7 +269,7 @@ def import_(path: Path = typer.Argument(..., help="JSON file written by `xtat ex
 
 @app.command()
 def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint prefix."),
-          db: Path | None = DbOption,
+          db: str | None = DbOption,
           print_: bool = typer.Option(True, "--print", help="Print the compile options and environment.")) -> None:
     """The compile options and process environment of a workload's adopted config."""
     from xtat.apply.lookup import Unvetted, vetted
@@ -295,7 +303,7 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
 
 @app.command(context_settings={"ignore_unknown_options": True})
 def run(command: list[str] = typer.Argument(..., help="The program and its arguments, after `--`."),
-        db: Path | None = DbOption,
+        db: str | None = DbOption,
         workload: str | None = typer.Option(None, "--workload", help="Apply this workload's runtime decisions "
                                             "(name or fingerprint prefix) when the store's workloads differ.")
         ) -> None:
@@ -323,7 +331,7 @@ def run(command: list[str] = typer.Argument(..., help="The program and its argum
 
 @app.command()
 def explain(target: str | None = typer.Argument(None, help="The workload's TARGET, as for `xtat tune`."),
-            db: Path | None = DbOption,
+            db: str | None = DbOption,
             rounds: int = typer.Option(21, help="Interleaved timing rounds."),
             as_json: bool = typer.Option(False, "--json")) -> None:
     """Each stage's share of the adopted config's speedup (ablation, measured interleaved)."""
@@ -388,7 +396,7 @@ app.command()(bench)
 
 
 @app.command("model-report")
-def model_report(db: Path | None = DbOption,
+def model_report(db: str | None = DbOption,
                  holdout: float = typer.Option(0.3, help="Fraction of the timed trials held out for ranking."),
                  seed: int = typer.Option(0, help="Seed of the split and the model."),
                  as_json: bool = typer.Option(False, "--json")) -> None:
@@ -404,7 +412,7 @@ def model_report(db: Path | None = DbOption,
     if as_json:
         sys.stdout.write(json.dumps([asdict(r) for r in reports]) + "\n")
         return
-    table = Table(title=f"cost model on {store.path}: {reports[0].workloads} workload(s)")
+    table = Table(title=f"cost model on {store.where}: {reports[0].workloads} workload(s)")
     for column in ("features", "train", "held out", "Kendall tau", "p", "tau per workload"):
         table.add_column(column)
     for r in reports:

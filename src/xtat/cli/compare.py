@@ -26,7 +26,7 @@ _HIDDEN: dict[str, Any] = dict(hidden=True, show_default=False)
 
 
 def _default_dir() -> Path:
-    from xtat.store.sqlite import default_path
+    from xtat.store.sql import default_path
 
     return default_path().parent / "compare"
 

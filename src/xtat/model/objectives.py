@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from xtat.model.features import peak_bytes
 from xtat.status import TrialStatus
-from xtat.store.sqlite import Trial
+from xtat.store.records import Trial
 
 OBJECTIVES = ("time", "compile", "memory")
 

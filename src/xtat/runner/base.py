@@ -10,6 +10,7 @@ of processes, pipes or the worker protocol's wire format.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Protocol
 
 from xtat.candidate import Candidate
@@ -50,6 +51,17 @@ class Runner(Protocol):
     """
 
     budget: Budget  # what a chaotic output may move, calibrated on the default (`runner.verify`)
+    node: str  # the machine it measures on (a host name, or a Ray node)
+
+    def slots(self) -> Sequence[Runner]:
+        """The runners that measure search candidates at once: the runner itself when it measures
+        one candidate at a time; one per worker of a cluster (`runner.ray`)."""
+        ...
+
+    def losses(self) -> list[str]:
+        """The machines (nodes) lost while measuring since the last call, each loss followed by one
+        retry elsewhere; read by the trial that suffered them."""
+        ...
 
     def start(self) -> None:
         """Make sure the default builds and runs (its outputs become the reference); raises UserError if not."""

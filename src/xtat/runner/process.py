@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import re
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -23,19 +25,25 @@ from xtat.candidate import Candidate, ProcessSetup
 from xtat.errors import UserError
 from xtat.runner import protocol as p
 from xtat.runner.base import DEFAULT_ID, WorkerFailure
+from xtat.runner.host_lock import holding
 from xtat.runner.pool import Pool, WorkerProcess
 from xtat.runner.timing import Race, TimingPolicy
 from xtat.runner.verify import Budget, Tolerance
 from xtat.status import TrialStatus
+from xtat.test_hooks import hook
 
 DEFAULT_PROGRAM = "program.bin"
+OWNER_FILE = "owner.pid"  # in a run folder: the process that owns it (`tuning.session.remove_abandoned_folders`)
 
 
 class ProcessRunner:
     def __init__(self, folder: Path, exported: bytes, inputs: list[np.ndarray],
                  verify_inputs: list[np.ndarray] | None, export_rewritten: Callable[[dict], bytes],
-                 startup_deadline_s: float, deadline_factor: float, min_deadline_s: float):
+                 startup_deadline_s: float, deadline_factor: float, min_deadline_s: float,
+                 measure_lock: Path | None = None):
         self.folder = folder
+        self.node = socket.gethostname()
+        self.measure_lock = measure_lock  # held while timing (`runner.host_lock`)
         self.pool = Pool(folder)
         self._export_rewritten = export_rewritten
         self.startup_deadline_s = startup_deadline_s
@@ -49,6 +57,12 @@ class ProcessRunner:
         self.compile_deadline_s = startup_deadline_s
         self.measure_deadline_s = startup_deadline_s
         self.budget = Budget()  # verification budget, calibrated with the reference
+
+    def slots(self) -> list[ProcessRunner]:
+        return [self]  # one candidate at a time on this machine
+
+    def losses(self) -> list[str]:
+        return []  # a worker process that dies is a failure of its candidate, not a lost machine
 
     # -- deadlines --------------------------------------------------------------
 
@@ -143,8 +157,16 @@ class ProcessRunner:
     def measure(self, id: str, candidate: Candidate, tolerance: Tolerance, timing: TimingPolicy, *,
                 is_default: bool = False, race: Race | None = None) -> p.Timed | p.Failed:
         request = p.Measure(id, tolerance, timing, is_default, race)
-        return self._guarded(candidate, lambda: self._worker(candidate.process).request(
-            request, self.measure_deadline_s))  # type: ignore[return-value]
+
+        def timed() -> p.Reply:
+            worker = self._worker(candidate.process)  # started and loaded before the lock is taken
+            with holding(self.measure_lock):
+                _log_timing("start", self.node, id)
+                reply = worker.request(request, self.measure_deadline_s)
+                _log_timing("end", self.node, id)
+                return reply
+
+        return self._guarded(candidate, timed)  # type: ignore[return-value]
 
     def release(self, id: str, candidate: Candidate) -> None:
         worker = self.pool.live(candidate.process)
@@ -207,11 +229,12 @@ class ProcessRunner:
                 placed.append((id, worker))
         inner = {}
         for id, worker in placed:
-            calibrated = worker.request(p.Calibrate(id, timing), self.measure_deadline_s)
+            with holding(self.measure_lock):
+                calibrated = worker.request(p.Calibrate(id, timing), self.measure_deadline_s)
             if not isinstance(calibrated, p.Calibrated):
                 raise WorkerFailure(TrialStatus.RUN_ERROR, f"calibrating {id} failed: {_why(calibrated)}")
             inner[id] = calibrated.inner
-        return ProcessPlacement(placed, inner, failed, self.measure_deadline_s)
+        return ProcessPlacement(placed, inner, failed, self.measure_deadline_s, self.measure_lock)
 
     def interleave(self, builds: list[tuple[str, Candidate]], rounds: int,
                    timing: TimingPolicy) -> dict[str, list[float]]:
@@ -233,6 +256,7 @@ class ProcessPlacement:
     inner: dict[str, int]
     failed: dict[str, str]
     deadline_s: float
+    measure_lock: Path | None = None
 
     def sample_round(self, shuffle: random.Random) -> dict[str, float]:
         # Measured: with a fixed order 92 of 100 runs were biased between two identical builds.
@@ -240,11 +264,20 @@ class ProcessPlacement:
         shuffle.shuffle(order)
         seconds = {}
         for id, worker in order:
-            reply = worker.request(p.Sample(id, self.inner[id]), self.deadline_s)
+            with holding(self.measure_lock):
+                reply = worker.request(p.Sample(id, self.inner[id]), self.deadline_s)
             if not isinstance(reply, p.Sampled):
                 raise WorkerFailure(TrialStatus.RUN_ERROR, f"timing {id} failed: {_why(reply)}")
             seconds[id] = reply.seconds
         return seconds
+
+
+def _log_timing(event: str, node: str, id: str) -> None:
+    """TEST-ONLY (XTAT_TEST_TIMING_LOG): when each timing starts and ends, where, in which process."""
+    if hook("XTAT_TEST_TIMING_LOG"):
+        with open(hook("XTAT_TEST_TIMING_LOG"), "a") as log:
+            log.write(json.dumps({"event": event, "node": node, "pid": os.getpid(), "id": id, "at": time.time()})
+                      + "\n")
 
 
 def _why(reply: p.Reply) -> str:

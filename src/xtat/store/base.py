@@ -1,25 +1,25 @@
 """The Storage interface: what the tuner, `xtat.jit`, compare and bench ask of a store.
 
-Records are frozen dataclasses (`store.sqlite.Trial`, `WorkloadRecord`, `Result`); a store
-is a context manager that closes on exit. `store.sqlite.Store` is the implementation (one
-SQLite file, shared by tuners on one machine); another backend implements this protocol.
+Records are frozen dataclasses (`store.records`); a store is a context manager that closes on
+exit. `store.sql.Store` implements it on SQLAlchemy, for one SQLite file (the tuners of one
+machine) or a PostgreSQL study (tuners on many machines); `tests/doubles.MemoryStore` is a test
+double.
 Every row may come from another machine or person: nothing read from a store is applied
 before `store.vetting` has vetted it.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from xtat.status import TrialStatus
 
 if TYPE_CHECKING:
-    from xtat.store.sqlite import ImportReport, Result, Trial, WorkloadRecord
+    from xtat.store.records import ImportReport, Result, Trial, WorkloadRecord
 
 
 class Storage(Protocol):
-    path: Path  # where it lives, for messages
+    where: str  # where it lives, for messages: a file's path, or a server's URL without its password
 
     def __enter__(self) -> Storage: ...
 
@@ -46,9 +46,25 @@ class Storage(Protocol):
     def run_settings(self, run_id: int | None) -> dict | None: ...
 
     # trials: one row per config of a workload, claimed by one tuner, then finished
-    def start_trial(self, workload_id: int, run_id: int, config: dict, key: str) -> int | None:
-        """Claim a config; None when another tuner finished it meanwhile."""
+    def start_trial(self, workload_id: int, run_id: int | None, config: dict, key: str,
+                    owner: str | None = None, lease_s: float = 60.0) -> int | None:
+        """Claim a config for `owner` under a lease; None when it is finished, or claimed by another
+        owner whose lease holds."""
         ...
+
+    def renew(self, owner: str, lease_s: float) -> int:
+        """The heartbeat: extend the leases of every claim `owner` holds."""
+        ...
+
+    def claimed_elsewhere(self, workload_id: int, owner: str) -> list[Trial]:
+        """Running trials that another owner's live lease holds."""
+        ...
+
+    def try_lock(self, name: str, owner: str, lease_s: float) -> bool:
+        """Take a named lock under a lease (renewed by `renew`) unless another owner holds it."""
+        ...
+
+    def unlock(self, name: str, owner: str) -> None: ...
 
     def finish_trial(self, trial_id: int, status: TrialStatus, **fields: object) -> None: ...
 

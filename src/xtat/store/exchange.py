@@ -67,7 +67,8 @@ def _vet_adopted(where: str, workload: dict, result: dict) -> None:
 def validate_export(document: Any) -> list[dict]:
     from xtat.space.space import config_key
     from xtat.status import FINAL_STATUSES
-    from xtat.store.sqlite import SCHEMA_VERSION, TRIAL_FIELDS
+    from xtat.store.records import TRIAL_FIELDS
+    from xtat.store.schema import SCHEMA_VERSION
 
     trial_fields = {f.name: f.kinds for f in TRIAL_FIELDS if f.exported}
     optional = {f.name for f in TRIAL_FIELDS if f.exported and not f.required}

@@ -24,3 +24,4 @@ class RunContext:
     run_id: int
     settings: TuneSettings
     stages: tuple[Stage, ...]
+    owner: str  # who claims this run's trials in the store (`store.sql.owner_id`)

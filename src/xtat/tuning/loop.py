@@ -3,23 +3,36 @@ that decide which stages' decisions it searches, around which base config."""
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Callable, Sequence
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
 from xtat.errors import UserError
 from xtat.model.cost_model import prior
+from xtat.runner.base import Runner
 from xtat.search import make_strategy
 from xtat.space.space import Config, Decision, Space, config_key
 from xtat.stages.base import Context, concretize
 from xtat.store.base import Storage
-from xtat.store.sqlite import Trial
+from xtat.store.records import Trial
 from xtat.tuning.context import RunContext
 from xtat.tuning.measure import measure
 from xtat.tuning.result import TrialEvent
 from xtat.tuning.settings import Formulation, TuneSettings
 
+POLL_S = 0.25  # how often a config another tuner measures is looked up while waiting for it
+
 
 class SearchLoop:
-    """The search loop shared by every formulation: ask, measure or resume, tell, count."""
+    """The search loop shared by every formulation: ask, measure or resume, tell, count.
+
+    Configs are measured by the run's slots (`Runner.slots`: one for a local runner, one per
+    worker for a cluster), several at once when there are several: the strategy is asked for
+    more while others are pending (`search.base`: a pending config is never asked again). A
+    config that another tuner of the same study has claimed is not measured here: its result is
+    awaited, and the config re-claimed if that tuner's lease runs out."""
 
     def __init__(self, run: RunContext, on_trial: Callable[[TrialEvent], None] | None,
                  learn_from: Sequence[Storage] = ()):
@@ -36,10 +49,18 @@ class SearchLoop:
         self.history: list[TrialEvent] = []
         self.no_ops: list[str] = []
         self.inactive: dict[str, list[str]] = {}  # requirement -> decisions that could not be active
+        self.slots = list(self.runner.slots())
+        self._free: queue.SimpleQueue[Runner] = queue.SimpleQueue()
+        for slot in self.slots:
+            self._free.put(slot)
+        self._pool = ThreadPoolExecutor(len(self.slots), thread_name_prefix="xtat-slot")
 
-    def exhausted(self) -> bool:
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def exhausted(self, pending: int = 0) -> bool:
         s = self.settings
-        return (s.budget is not None and self.considered >= s.budget) or (
+        return (s.budget is not None and self.considered + pending >= s.budget) or (
             s.time_s is not None and self.used_s >= s.time_s)
 
     def run(self, decisions: list[Decision], base: Config, budget: int | None) -> None:
@@ -57,38 +78,106 @@ class SearchLoop:
             self.inactive.setdefault(needs, []).append(f"{decision.stage}.{decision.id}")
         first_with: dict[str, Config] = {}  # executable hash -> the first config that built it
         start = self.considered
-        while not self.exhausted() and (budget is None or self.considered - start < budget):
-            config = strategy.ask()
-            if config is None:
+        pending = Pending()
+        drained = False  # the strategy had nothing to propose until it learns more
+
+        def room() -> bool:
+            taken = len(pending)
+            return not self.exhausted(taken) and (budget is None or self.considered + taken - start < budget)
+
+        while True:
+            while not drained and len(pending.running) < len(self.slots) and room():
+                config = strategy.ask()
+                if config is None:
+                    drained = True
+                    break
+                trial = self.begin(config, pending)
+                if trial is not None:
+                    self.tell(strategy, config, trial, first_with)
+            if not pending:
                 break
-            trial = self.consider(config)
-            ok = trial.status.measured and trial.median_s is not None
-            same_as = first_with.setdefault(trial.exe_hash, config) if trial.exe_hash else None
-            strategy.tell(config, trial.median_s if ok else None, same_as=same_as if same_as != config else None)
+            for config, trial in self.wait(pending):
+                self.tell(strategy, config, trial, first_with)
+            drained = False  # what it learnt may give the strategy more to propose
         self.no_ops.extend(n for n in strategy.no_ops if n not in self.no_ops)
 
+    @staticmethod
+    def tell(strategy, config: Config, trial: Trial, first_with: dict[str, Config]) -> None:
+        ok = trial.status.measured and trial.median_s is not None
+        same_as = first_with.setdefault(trial.exe_hash, config) if trial.exe_hash else None
+        strategy.tell(config, trial.median_s if ok else None, same_as=same_as if same_as != config else None)
+
     def consider(self, config: Config) -> Trial:
+        """Measure (or resume, or await) one config, alone."""
+        pending = Pending()
+        trial = self.begin(config, pending)
+        while trial is None:
+            trial = next((t for c, t in self.wait(pending) if c == config), None)
+        return trial
+
+    def begin(self, config: Config, pending: Pending) -> Trial | None:
+        """A recorded result (None if there is none yet), or the config's measurement started in a
+        slot, or awaited from the tuner that claimed it (both None, and left in `pending`)."""
         key = config_key(config)
         recorded = self.store.trial(self.workload_id, key)
         if key in self.keys and recorded is not None:
             return recorded  # already considered in this run (a later stage's base): not counted again
-        resumed = recorded is not None and recorded.status != "running"
-        if resumed:
-            trial = recorded
-        else:
-            candidate = concretize(self.stages, config)
-            trial, spent = measure(self.context, config, candidate, key)
-            self.worker_s += spent
-            self.new_trials += 1
-        assert trial is not None
+        if recorded is not None and recorded.status != "running":
+            return self.record(config, recorded, resumed=True)
+        if not self.claim(config, key, pending):
+            pending.awaited[key] = config
+        return None
+
+    def claim(self, config: Config, key: str, pending: Pending) -> bool:
+        """Claim the config and start measuring it in a free slot; False if another tuner holds it."""
+        trial_id = self.store.start_trial(self.workload_id, self.context.run_id, config, key,
+                                          self.context.owner, self.settings.lease_s)
+        if trial_id is None:
+            return False
+        candidate = concretize(self.stages, config)
+        future = self._pool.submit(self._measure_in_a_slot, config, candidate, key, trial_id)
+        pending.running[future] = config
+        return True
+
+    def _measure_in_a_slot(self, config: Config, candidate, key: str, trial_id: int) -> tuple[Trial, float]:
+        slot = self._free.get()
+        try:
+            return measure(replace(self.context, runner=slot), config, candidate, key, trial_id)
+        finally:
+            self._free.put(slot)
+
+    def wait(self, pending: Pending) -> list[tuple[Config, Trial]]:
+        """Wait until at least one pending config has its result; those that have."""
+        while True:
+            done, _ = futures.wait(pending.running, timeout=POLL_S if pending.awaited else None,
+                                   return_when=futures.FIRST_COMPLETED)
+            finished = []
+            for future in done:
+                config = pending.running.pop(future)
+                trial, spent = future.result()
+                self.worker_s += spent
+                self.new_trials += 1
+                finished.append((config, self.record(config, trial, resumed=False)))
+            for key, config in list(pending.awaited.items()):
+                recorded = self.store.trial(self.workload_id, key)
+                if recorded is not None and recorded.status != "running":
+                    del pending.awaited[key]
+                    finished.append((config, self.record(config, recorded, resumed=True)))
+                elif len(pending.running) < len(self.slots) and self.claim(config, key, pending):
+                    del pending.awaited[key]  # its tuner's lease ran out: measured here now
+            if finished:
+                return finished
+
+    def record(self, config: Config, trial: Trial, resumed: bool) -> Trial:
+        """Count a config's result in this run and report it."""
         self.considered += 1
-        self.keys.add(key)
+        self.keys.add(trial.config_key)
         self.used_s += trial.spent_s or 0.0
         if not config:
             if trial.status != "ok":
                 raise UserError(f"the workload fails under the default compile: {trial.status}: {trial.error}")
-            self.runner.set_deadlines(trial.compile_s or 1.0,
-                                       max((trial.worker_s or 0) - (trial.compile_s or 0), 0.1))
+            for slot in {id(s): s for s in (self.runner, *self.slots)}.values():
+                slot.set_deadlines(trial.compile_s or 1.0, max((trial.worker_s or 0) - (trial.compile_s or 0), 0.1))
         if trial.status.measured and trial.median_s is not None:
             self.best_s = trial.median_s if self.best_s is None else min(self.best_s, trial.median_s)
         event = TrialEvent(self.considered, config, trial.status, trial.median_s, self.best_s, resumed,
@@ -103,6 +192,17 @@ class SearchLoop:
         trials = [t for t in self.store.trials(self.workload_id)
                   if t.config_key in self.keys and t.status.measured and t.median_s is not None]
         return min(trials, key=lambda t: t.median_s).config if trials else {}  # type: ignore[arg-type, return-value]
+
+
+@dataclass
+class Pending:
+    """Configs asked but without a result yet: measured in a slot, or awaited from another tuner."""
+
+    running: dict[futures.Future, Config] = field(default_factory=dict)
+    awaited: dict[str, Config] = field(default_factory=dict)  # config key -> config
+
+    def __len__(self) -> int:
+        return len(self.running) + len(self.awaited)
 
 
 def formulate(search: SearchLoop, stages: list, context: Context, settings: TuneSettings) -> None:

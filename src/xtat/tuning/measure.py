@@ -12,22 +12,23 @@ from xtat.runner.protocol import Failed
 from xtat.runner.timing import Race
 from xtat.space.space import Config, config_id, config_key
 from xtat.status import TrialStatus
-from xtat.store.sqlite import Trial
+from xtat.store.records import Trial
 from xtat.tuning.context import RunContext
 
 
-def measure(run: RunContext, config: Config, candidate: Candidate, key: str) -> tuple[Trial, float]:
-    """Compile, deduplicate, verify and time one config; always leaves a final status."""
+def measure(run: RunContext, config: Config, candidate: Candidate, key: str, trial_id: int) -> tuple[Trial, float]:
+    """Compile, deduplicate, verify and time one config, claimed as `trial_id`, in `run.runner`;
+    always leaves a final status, with the machine that measured it."""
     store, runner, workload_id, settings = run.store, run.runner, run.workload_id, run.settings
-    trial_id = store.start_trial(workload_id, run.run_id, config, key)
-    if trial_id is None:  # another tuner on the same database measured it first
-        return store.trial(workload_id, key), 0.0  # type: ignore[return-value]
     started = time.perf_counter()
 
     def finish(status: TrialStatus, **fields) -> Trial:
         # spent_s is the wall time of this trial: the --time budget sums it, so a
         # resumed run stops where the uninterrupted one would have.
-        store.finish_trial(trial_id, status, spent_s=time.perf_counter() - started, **fields)
+        lost = runner.losses()
+        if lost:  # machines that died measuring it, each followed by a retry elsewhere
+            fields["metrics"] = {**(fields.get("metrics") or {}), "lost_nodes": lost}
+        store.finish_trial(trial_id, status, spent_s=time.perf_counter() - started, node=runner.node, **fields)
         return store.trial(workload_id, key)  # type: ignore[return-value]
 
     is_default = not config

@@ -9,10 +9,12 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from xtat.arguments import export_flat
 from xtat.errors import UserError
-from xtat.runner.process import ProcessRunner
+from xtat.runner.host_lock import host_lock_path
+from xtat.runner.process import OWNER_FILE, ProcessRunner
 from xtat.source import Source, is_source
 from xtat.tuning.settings import TuneSettings
 from xtat.workload import Capture
@@ -51,15 +53,14 @@ def open_runner(captured: Capture, settings: TuneSettings, *, verify_inputs: boo
     (folder / OWNER_FILE).write_text(str(os.getpid()))
     runner = ProcessRunner(folder, captured.exported, captured.inputs,
                       captured.verify_inputs if verify_inputs else None, rewritten_exporter(captured),
-                      settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
+                      settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s,
+                      host_lock_path(captured.identity.env["platform"]))
     try:
         yield runner
     finally:
         runner.close()
         shutil.rmtree(folder, ignore_errors=True)
 
-
-OWNER_FILE = "owner.pid"
 
 
 def remove_abandoned_folders() -> None:
@@ -78,3 +79,31 @@ def remove_abandoned_folders() -> None:
             shutil.rmtree(owner.parent, ignore_errors=True)
         except (OSError, ValueError):
             continue
+
+
+@contextmanager
+def open_ray_runner(captured: Capture, settings: TuneSettings, worker_class: type | None = None,
+                    local_runner: Callable[..., Any] | None = None) -> Iterator[Any]:
+    """A `RayRunner` for `captured` (a `tuner.RunnerFactory`): workers on the cluster of
+    `settings.executor` (by default `runner.ray.NodeWorker`s), the local part from `local_runner` (by default
+    `open_runner`)."""
+    import ray
+
+    from xtat.runner.ray import NodeWorker, RayPool, RayRunner, connect, start_workers
+
+    started = connect(settings.executor, settings.workers)
+    pool = None
+    try:
+        with (local_runner or open_runner)(captured, settings) as local:
+            env = captured.identity.env
+            deadlines = (settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
+            actors = start_workers(worker_class or NodeWorker, settings.workers,
+                                   (captured.exported, captured.inputs, captured.verify_inputs, env["platform"],
+                                    deadlines), env)
+            pool = RayPool(actors, rewritten_exporter(captured))
+            yield RayRunner(local, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+        if started:
+            ray.shutdown()

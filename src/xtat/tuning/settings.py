@@ -69,6 +69,12 @@ class TuneSettings:
     # Other stores whose workloads' timed configs a strategy that learns across workloads
     # (`uses_prior`: model) also trains on, as it does on this store's other workloads.
     learn_from: tuple[str, ...] = ()
+    # Where candidates are measured: "local" (worker processes on this machine) or "ray" / "ray:ADDRESS"
+    # (workers on a Ray cluster, `runner.ray`), and by how many workers at once.
+    executor: str = "local"
+    workers: int = 1
+    # A trial claimed in the store is this tuner's for this long unless its heartbeat renews it.
+    lease_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
@@ -99,6 +105,16 @@ class TuneSettings:
                             f"{', '.join(OBJECTIVES[1:])} (adoption is always on run time)")
         if self.race_min_samples < 3 or (self.race_margin is not None and self.race_margin < 0):
             raise UserError("racing needs race_min_samples >= 3 and race_margin >= 0 (or None to turn it off)")
+
+        if self.workers < 1:
+            raise UserError("--workers must be at least 1")
+        if self.executor != "local" and self.executor != "ray" and not self.executor.startswith("ray:"):
+            raise UserError(f"--executor {self.executor!r}: choose local, ray (this machine's cluster, or a new "
+                            "local one) or ray:ADDRESS (e.g. ray:10.0.0.5:6379)")
+        if self.executor == "local" and self.workers > 1:
+            raise UserError("--workers above 1 needs --executor ray: one machine times one candidate at a time")
+        if self.lease_s <= 0:
+            raise UserError("lease_s must be positive")
 
     @property
     def timing(self) -> TimingPolicy:

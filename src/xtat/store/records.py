@@ -1,0 +1,133 @@
+"""The records a store holds, as every backend returns them: frozen dataclasses, JSON inside.
+
+`TRIAL_FIELDS` is the one list of a trial's recorded fields: `finish_trial`, the export
+document, the import and its validation all follow it (tests/test_store.py checks that it
+matches the schema and `Trial`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xtat.status import TrialStatus
+
+
+@dataclass(frozen=True)
+class Trial:
+    id: int
+    workload_id: int
+    run_id: int | None
+    config: dict
+    status: TrialStatus
+    error: str | None
+    compile_s: float | None
+    exe_hash: str | None
+    median_s: float | None
+    ci_low_s: float | None
+    ci_high_s: float | None
+    samples: list | None
+    max_abs_err: float | None
+    max_rel_err: float | None
+    same_as: int | None
+    worker_s: float | None
+    spent_s: float | None
+    created_at: float
+    metrics: dict | None = None  # compile-time facts: peak memory, cost analysis, HLO features
+    raced: bool = False  # timing stopped early: clearly slower than the incumbent (a few samples only)
+    node: str | None = None  # where it was measured (a host name, or a Ray node)
+
+    @property
+    def config_key(self) -> str:
+        from xtat.space.space import config_key
+
+        return config_key(self.config)
+
+
+_NUMBER = (int, float, type(None))
+
+
+@dataclass(frozen=True)
+class Field:
+    """One recorded field of a trial: its JSON types in an export document, and where it goes."""
+
+    name: str
+    kinds: tuple[type, ...]  # JSON types an export document may give it (checked on import)
+    stored_as_json: bool = False  # a JSON text column
+    exported: bool = True  # ids of this store (same_as) do not travel
+    finished: bool = True  # set by finish_trial
+    required: bool = False  # an export document must have it
+
+
+TRIAL_FIELDS = (
+    Field("config", (dict,), stored_as_json=True, finished=False, required=True),
+    Field("config_key", (str,), finished=False, required=True),
+    Field("status", (str,), finished=False, required=True),
+    Field("error", (str, type(None))),
+    Field("compile_s", _NUMBER),
+    Field("exe_hash", (str, type(None))),
+    Field("median_s", _NUMBER),
+    Field("ci_low_s", _NUMBER),
+    Field("ci_high_s", _NUMBER),
+    Field("samples", (list, type(None)), stored_as_json=True),
+    Field("max_abs_err", _NUMBER),
+    Field("max_rel_err", _NUMBER),
+    Field("same_as", (int, type(None)), exported=False),
+    Field("worker_s", _NUMBER),
+    Field("spent_s", _NUMBER),
+    Field("created_at", (int, float), finished=False, required=True),
+    Field("metrics", (dict, type(None)), stored_as_json=True),
+    Field("raced", (bool,)),
+    Field("node", (str, type(None))),
+)
+TRIAL_FIELD = {f.name: f for f in TRIAL_FIELDS}
+# Trial columns that are the store's own bookkeeping, not a recorded field: ids, and the claim
+# (which tuner measures a running trial, and until when its lease holds without a heartbeat).
+BOOKKEEPING = frozenset({"id", "workload_id", "run_id", "finished_at", "owner", "lease_until"})
+
+
+@dataclass(frozen=True)
+class WorkloadRecord:
+    id: int
+    fingerprint: str
+    program: str
+    name: str
+    env: dict
+    info: dict
+
+
+@dataclass(frozen=True)
+class Result:
+    id: int
+    workload_id: int
+    run_id: int | None
+    adopted: bool
+    config: dict
+    default_s: float | None
+    best_s: float | None
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    detail: dict
+    created_at: float
+
+    @property
+    def imported(self) -> bool:
+        return bool(self.detail.get("imported"))
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    added: dict[str, int]  # rows written, by table
+    skipped: tuple[str, ...]  # what was not written or is not in force, and why
+
+
+def trial_json(t: Trial) -> dict:
+    return {f.name: getattr(t, f.name) for f in TRIAL_FIELDS if f.exported}
+
+
+def result_json(r: Result) -> dict:
+    return {
+        "adopted": r.adopted, "config": r.config, "default_s": r.default_s, "best_s": r.best_s,
+        "speedup": r.speedup, "speedup_low": r.speedup_low, "speedup_high": r.speedup_high,
+        "detail": r.detail, "created_at": r.created_at,
+    }

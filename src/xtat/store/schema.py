@@ -1,0 +1,120 @@
+"""The store's schema, one definition for every backend (SQLite, PostgreSQL), and its migrations.
+
+Tables are SQLAlchemy Core; JSON lives in text columns (the same on both backends, and never
+pickled). A store records its schema version in `meta`; opening a store of an older version
+applies the migrations after it, in one transaction, and a newer one is refused. Every migration
+so far adds columns: each names the columns it adds, whose definitions come from the tables below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+SCHEMA_VERSION = 4  # 2: trials.metrics, machine; 3: trials.raced; 4: trial claims (owner, lease), node, locks
+APPLICATION = "xtat"
+
+metadata = sa.MetaData()
+
+meta = sa.Table("meta", metadata, sa.Column("key", sa.Text, primary_key=True),
+                sa.Column("value", sa.Text, nullable=False))
+
+workloads = sa.Table(
+    "workloads", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("fingerprint", sa.Text, nullable=False, unique=True),
+    sa.Column("program", sa.Text, nullable=False, index=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("env", sa.Text, nullable=False),
+    sa.Column("info", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("workload_id", sa.Integer, sa.ForeignKey("workloads.id"), nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("finished_at", sa.Float),
+    sa.Column("settings", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+)
+
+trials = sa.Table(
+    "trials", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("workload_id", sa.Integer, sa.ForeignKey("workloads.id"), nullable=False),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id")),
+    sa.Column("config_key", sa.Text, nullable=False),
+    sa.Column("config", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("compile_s", sa.Float),
+    sa.Column("exe_hash", sa.Text),
+    sa.Column("median_s", sa.Float),
+    sa.Column("ci_low_s", sa.Float),
+    sa.Column("ci_high_s", sa.Float),
+    sa.Column("samples", sa.Text),
+    sa.Column("max_abs_err", sa.Float),
+    sa.Column("max_rel_err", sa.Float),
+    sa.Column("same_as", sa.Integer, sa.ForeignKey("trials.id")),
+    sa.Column("worker_s", sa.Float),
+    sa.Column("spent_s", sa.Float),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("finished_at", sa.Float),
+    sa.Column("metrics", sa.Text),
+    sa.Column("raced", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("owner", sa.Text),  # the tuner measuring a running trial
+    sa.Column("lease_until", sa.Float),  # its claim holds until then unless renewed by its heartbeat
+    sa.Column("node", sa.Text),
+    sa.UniqueConstraint("workload_id", "config_key"),
+)
+
+results = sa.Table(
+    "results", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("workload_id", sa.Integer, sa.ForeignKey("workloads.id"), nullable=False),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id")),
+    sa.Column("adopted", sa.Boolean, nullable=False),
+    sa.Column("config", sa.Text, nullable=False),
+    sa.Column("default_s", sa.Float),
+    sa.Column("best_s", sa.Float),
+    sa.Column("speedup", sa.Float),
+    sa.Column("speedup_low", sa.Float),
+    sa.Column("speedup_high", sa.Float),
+    sa.Column("detail", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+machine = sa.Table("machine", metadata, sa.Column("key", sa.Text, primary_key=True),
+                   sa.Column("value", sa.Text, nullable=False), sa.Column("measured_at", sa.Float, nullable=False))
+
+# Named locks held under a lease, as trials are claimed: e.g. the decision of a workload shared
+# by several tuners, taken by one of them at a time.
+locks = sa.Table("locks", metadata, sa.Column("name", sa.Text, primary_key=True),
+                 sa.Column("owner", sa.Text, nullable=False), sa.Column("lease_until", sa.Float, nullable=False))
+
+
+def _add_columns(*columns: sa.Column) -> Callable[[sa.Connection], None]:
+    def migrate(conn: sa.Connection) -> None:
+        for column in columns:
+            spec = sa.schema.CreateColumn(column).compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"ALTER TABLE {column.table.name} ADD COLUMN {spec}")
+    return migrate
+
+
+def _raced_from_metrics(conn: sa.Connection) -> None:
+    # Schema 2 kept `raced` among a trial's metrics; only SQLite stores were ever at schema 2.
+    _add_columns(trials.c.raced)(conn)
+    conn.exec_driver_sql("UPDATE trials SET raced = 1 WHERE json_extract(metrics, '$.raced') = 1")
+
+
+# The migration to each version from the one before it (tables new in a version are created by
+# `metadata.create_all` after the migrations).
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {
+    2: _add_columns(trials.c.metrics),
+    3: _raced_from_metrics,
+    4: _add_columns(trials.c.owner, trials.c.lease_until, trials.c.node),
+}
+assert sorted(MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1))

@@ -1,0 +1,603 @@
+"""The results store on SQLAlchemy Core: one SQLite file on one machine, or a PostgreSQL study
+shared by many tuners on many machines. Every attempt is recorded, failures included.
+
+Where: a path or `sqlite:///PATH` (SQLite, WAL mode, shared by the tuners and `xtat.jit` readers
+of one machine), or `postgresql://USER:PASSWORD@HOST/DB` (psycopg). A location that is not ours,
+is corrupt, or was written by a newer schema is refused before anything is written to it.
+
+Trials are claimed: a tuner that starts one owns it under a lease that its heartbeat renews
+(`renew`); another tuner never measures a claimed trial while its lease holds, and re-claims it
+once the lease has run out (its tuner was killed). Records are JSON columns; nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+
+from xtat.errors import StoreError
+from xtat.status import FINAL_STATUSES, TrialStatus
+from xtat.store import schema as s
+from xtat.store.records import (
+    TRIAL_FIELD,
+    TRIAL_FIELDS,
+    ImportReport,
+    Result,
+    Trial,
+    WorkloadRecord,
+    result_json,
+    trial_json,
+)
+from xtat.test_hooks import hook
+
+SCHEMA_VERSION = s.SCHEMA_VERSION
+
+
+# Advisory lock keys on PostgreSQL (`Store._one_at_a_time`), one per kind of serialized write.
+_ADVISORY = {"schema": 7_272_740, "claims": 7_272_741, "locks": 7_272_742}
+
+
+def default_location() -> str | Path:
+    """$XTAT_DB (a path or a URL), else the SQLite file under ~/.cache/xtat."""
+    return os.environ.get("XTAT_DB") or Path.home() / ".cache" / "xtat" / "xtat.db"
+
+
+def default_path() -> Path:
+    """The default SQLite file, for what keeps files of its own beside it (compare, bench):
+    $XTAT_DB when it is a path, else ~/.cache/xtat/xtat.db."""
+    location = default_location()
+    return Path.home() / ".cache" / "xtat" / "xtat.db" if is_url(location) else Path(location)
+
+
+def is_url(location: str | Path) -> bool:
+    return isinstance(location, str) and "://" in location
+
+
+def sqlite_path(location: str | Path) -> Path | None:
+    """The file of an SQLite location (a path or a sqlite:/// URL); None for a server URL."""
+    if not is_url(location):
+        return Path(location)
+    text = str(location)
+    if text.startswith("sqlite:///"):
+        return Path(text[len("sqlite:///"):])
+    if text.split("://", 1)[0] in ("postgresql", "postgres", "postgresql+psycopg"):
+        return None
+    raise StoreError(f"unknown store location {_redacted(text)!r}: give a path, a sqlite:/// URL or a "
+                     "postgresql://USER:PASSWORD@HOST/DB URL")
+
+
+def _redacted(url: str) -> str:
+    """A URL fit for messages: without its password."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url.split("@")[-1]
+
+
+def _column_value(name: str, value: object) -> object:
+    """A trial field as its column stores it."""
+    if TRIAL_FIELD[name].stored_as_json:
+        return None if value is None else json.dumps(value)
+    return value
+
+
+def owner_id() -> str:
+    """Who claims trials: this process on this host (a fresh id per process)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+
+
+def _owner_is_dead(owner: str | None) -> bool:
+    """A claim by a process of this host that no longer runs holds nothing (a killed tuner)."""
+    host, _, rest = (owner or "").partition(":")
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(int(rest.partition(":")[0]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+# -- SQLite files: looked at before they are opened -------------------------------------------
+
+def _inspect_sqlite(path: Path) -> None:
+    """Refuse, without writing, a file that is not an xtat database of a known schema."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as handle:
+        if handle.read(16) != b"SQLite format 3\x00":
+            raise StoreError(f"{path} is not an SQLite database; pass --db with a new or xtat file")
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            meta = dict(con.execute("SELECT key, value FROM meta")) if "meta" in tables else None
+            check = con.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is corrupt or unreadable ({exc}); restore it or use another --db") from exc
+    if check != "ok":
+        raise StoreError(f"{path} fails SQLite's integrity check ({check}); restore it or use another --db")
+    if tables:
+        _check_meta(str(path), meta)
+
+
+def _check_meta(where: str, meta: dict | None) -> None:
+    if meta is None:
+        raise StoreError(f"{where} is a database but not xtat's (no meta table); use another --db")
+    if meta.get("application") != s.APPLICATION:
+        raise StoreError(f"{where} is not an xtat database; use another --db")
+    version = int(meta.get("schema_version", "0"))
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{where} has schema version {version}, newer than this xtat's {SCHEMA_VERSION}; "
+                         "upgrade xtat")
+
+
+def _sqlite_engine(path: Path, read_only: bool) -> sa.Engine:
+    if read_only:
+        if not path.exists():
+            raise StoreError(f"no database at {path}")
+        url = f"sqlite:///file:{path}?mode=ro&uri=true"
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():  # tuning records are the owner's: created readable by the owner only
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        url = f"sqlite:///{path}"
+    engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection, _record) -> None:
+        dbapi_connection.isolation_level = None  # transactions are begun below, not by the driver
+        if not read_only:
+            dbapi_connection.execute("PRAGMA journal_mode=WAL")
+        dbapi_connection.execute("PRAGMA busy_timeout=30000")
+        dbapi_connection.execute("PRAGMA foreign_keys=ON")
+        if hook("XTAT_TEST_MAX_PAGES"):  # TEST-ONLY: simulate a full disk
+            dbapi_connection.execute(f"PRAGMA max_page_count={int(hook('XTAT_TEST_MAX_PAGES'))}")
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn) -> None:
+        # A write takes the file's write lock at once, so two writers queue instead of deadlocking.
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("xtat_write") else "BEGIN")
+
+    return engine
+
+
+class Store:
+    """The SQLAlchemy implementation of `store.base.Storage`, for SQLite and PostgreSQL."""
+
+    def __init__(self, location: str | Path, engine: sa.Engine, read_only: bool):
+        self.location = location
+        self.where = str(location) if isinstance(location, Path) else _redacted(str(location))
+        self.engine = engine
+        self.read_only = read_only
+        self.is_server = engine.dialect.name != "sqlite"
+
+    @classmethod
+    def open(cls, location: str | Path | None = None, read_only: bool = False) -> Store:
+        location = default_location() if location is None else location
+        file = sqlite_path(location)
+        where = str(file) if file is not None else _redacted(str(location))
+        try:
+            if file is not None:
+                _inspect_sqlite(file)
+                engine = _sqlite_engine(file, read_only)
+                location = file
+            else:
+                url = sa.make_url(str(location)).set(drivername="postgresql+psycopg")
+                engine = sa.create_engine(url, pool_pre_ping=True, pool_size=20, max_overflow=20)
+            store = cls(location, engine, read_only)
+            engine.connect().close()  # reachable, and the credentials hold
+            if not read_only:
+                store._create_or_migrate()
+            elif store.is_server:
+                store._check_server_meta()
+            return store
+        except sa.exc.SQLAlchemyError as exc:
+            what = "reading" if read_only else "writing"
+            raise StoreError(f"cannot open {where} for {what} ({str(exc).splitlines()[0]}); check the location, "
+                             "that the server runs, and the permissions") from exc
+
+    def _check_server_meta(self) -> None:
+        names = sa.inspect(self.engine).get_table_names()
+        if names:
+            with self.engine.connect() as conn:
+                meta = {row.key: row.value for row in conn.execute(sa.select(s.meta))} if "meta" in names else None
+            _check_meta(self.where, meta)
+
+    def _create_or_migrate(self) -> None:
+        with self._write() as conn:
+            if self.is_server:  # one tuner at a time creates or migrates a server's schema
+                self._one_at_a_time(conn, "schema")
+                names = set(sa.inspect(conn).get_table_names())
+                if names:
+                    meta = {row.key: row.value for row in conn.execute(sa.select(s.meta))} if "meta" in names else None
+                    _check_meta(self.where, meta)
+            version = self._schema_version(conn)
+            for target in range(version + 1, SCHEMA_VERSION + 1) if version else ():
+                s.MIGRATIONS[target](conn)
+            s.metadata.create_all(conn)
+            self._insert_ignore(conn, s.meta, {"key": "application", "value": s.APPLICATION})
+            self._upsert(conn, s.meta, {"key": "schema_version", "value": str(SCHEMA_VERSION)}, "key")
+
+    @staticmethod
+    def _schema_version(conn: sa.Connection) -> int:
+        """The store's schema version; 0 for a new, empty one."""
+        if not sa.inspect(conn).has_table("meta"):
+            return 0
+        value = conn.execute(sa.select(s.meta.c.value).where(s.meta.c.key == "schema_version")).scalar()
+        return int(value) if value else 0
+
+    def is_new(self) -> bool:
+        """No tables yet: a tuner has just created the file and not yet committed its schema."""
+        with self._read() as conn:
+            return self._schema_version(conn) == 0
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transactions -------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sa.Connection]:
+        """One transaction; rolled back whole on any error (disk full, read-only, server gone)."""
+        try:
+            with self.engine.connect().execution_options(xtat_write=True) as conn, conn.begin():
+                yield conn
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"write to {self.where} failed and was rolled back: {str(exc).splitlines()[0]}") from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[sa.Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"read from {self.where} failed: {str(exc).splitlines()[0]}") from exc
+
+    def _rows(self, statement: sa.Executable) -> list[sa.Row]:
+        with self._read() as conn:
+            return list(conn.execute(statement))
+
+    @staticmethod
+    def _one_at_a_time(conn: sa.Connection, what: str) -> None:
+        """Serialize this transaction with every other of `what` (claims, locks): their reads decide
+        their writes. SQLite's write lock (BEGIN IMMEDIATE) already serializes every write; on
+        PostgreSQL, whose transactions run concurrently, an advisory lock held until commit does."""
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY[what]})
+
+    @staticmethod
+    def _dialect_insert(conn: sa.Connection, table: sa.Table):
+        return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
+
+    def _insert_ignore(self, conn: sa.Connection, table: sa.Table, row: dict) -> int:
+        """Insert the row unless one with the same unique key is there; 1 if it was inserted, else 0."""
+        statement = self._dialect_insert(conn, table).values(**row).on_conflict_do_nothing()
+        return conn.execute(statement, execution_options={"preserve_rowcount": True}).rowcount
+
+    def _upsert(self, conn: sa.Connection, table: sa.Table, row: dict, key: str) -> None:
+        insert = self._dialect_insert(conn, table).values(**row)
+        conn.execute(insert.on_conflict_do_update(index_elements=[key], set_={k: v for k, v in row.items()
+                                                                                if k != key}))
+
+    # -- machine facts (e.g. roofline peaks), keyed by what they describe ----------
+
+    def machine_fact(self, key: str) -> dict | None:
+        rows = self._rows(sa.select(s.machine.c.value).where(s.machine.c.key == key))
+        return json.loads(rows[0][0]) if rows else None
+
+    def set_machine_fact(self, key: str, value: dict) -> None:
+        with self._write() as conn:
+            self._upsert(conn, s.machine, {"key": key, "value": json.dumps(value), "measured_at": time.time()}, "key")
+
+    # -- workloads ------------------------------------------------------------
+
+    def upsert_workload(self, fingerprint: str, program: str, name: str, env: dict, info: dict) -> int:
+        with self._write() as conn:
+            self._insert_ignore(conn, s.workloads, {
+                "fingerprint": fingerprint, "program": program, "name": name, "env": json.dumps(env),
+                "info": json.dumps(info), "created_at": time.time()})
+            return int(conn.execute(sa.select(s.workloads.c.id).where(s.workloads.c.fingerprint == fingerprint))
+                       .scalar_one())
+
+    def workloads(self) -> list[WorkloadRecord]:
+        return [self._workload(row) for row in self._rows(sa.select(s.workloads).order_by(s.workloads.c.id))]
+
+    def workload(self, fingerprint: str) -> WorkloadRecord | None:
+        rows = self._rows(sa.select(s.workloads).where(s.workloads.c.fingerprint == fingerprint))
+        return self._workload(rows[0]) if rows else None
+
+    def workloads_of_program(self, program: str) -> list[WorkloadRecord]:
+        rows = self._rows(sa.select(s.workloads).where(s.workloads.c.program == program).order_by(s.workloads.c.id))
+        return [self._workload(row) for row in rows]
+
+    def find_workload(self, name_or_fingerprint: str) -> WorkloadRecord:
+        """By fingerprint (or a unique prefix of it), else by name (the newest)."""
+        w = s.workloads.c
+        rows = self._rows(sa.select(s.workloads).where(
+            w.fingerprint.startswith(name_or_fingerprint, autoescape=True) | (w.name == name_or_fingerprint))
+            .order_by(w.id.desc()))
+        if not rows:
+            raise StoreError(f"no workload named {name_or_fingerprint!r} in {self.where}; `xtat show` lists them")
+        return self._workload(rows[0])
+
+    @staticmethod
+    def _workload(row: sa.Row) -> WorkloadRecord:
+        m = row._mapping
+        return WorkloadRecord(m["id"], m["fingerprint"], m["program"], m["name"], json.loads(m["env"]),
+                              json.loads(m["info"]))
+
+    # -- runs -----------------------------------------------------------------
+
+    def begin_run(self, workload_id: int, settings: dict) -> int:
+        with self._write() as conn:
+            return int(conn.execute(sa.insert(s.runs).values(
+                workload_id=workload_id, started_at=time.time(), settings=json.dumps(settings), status="running")
+                .returning(s.runs.c.id)).scalar_one())
+
+    def run_settings(self, run_id: int | None) -> dict | None:
+        """The settings a run recorded (None for an unknown run, or a result that came without one)."""
+        if run_id is None:
+            return None
+        rows = self._rows(sa.select(s.runs.c.settings).where(s.runs.c.id == run_id))
+        try:
+            settings = json.loads(rows[0][0]) if rows else None
+        except (TypeError, ValueError):
+            return None
+        return settings if isinstance(settings, dict) else None
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        with self._write() as conn:
+            conn.execute(sa.update(s.runs).where(s.runs.c.id == run_id).values(finished_at=time.time(), status=status))
+
+    # -- trials ---------------------------------------------------------------
+
+    def trial(self, workload_id: int, key: str) -> Trial | None:
+        t = s.trials.c
+        rows = self._rows(sa.select(s.trials).where(t.workload_id == workload_id, t.config_key == key))
+        return self._trial(rows[0]) if rows else None
+
+    def trials(self, workload_id: int) -> list[Trial]:
+        rows = self._rows(sa.select(s.trials).where(s.trials.c.workload_id == workload_id).order_by(s.trials.c.id))
+        return [self._trial(row) for row in rows]
+
+    def start_trial(self, workload_id: int, run_id: int | None, config: dict, key: str,
+                    owner: str | None = None, lease_s: float = 60.0) -> int | None:
+        """Claim a config for `owner` until `lease_s` from now (renewed by `renew`); its row id.
+
+        None when the config is not to be measured by this caller: finished already, or claimed by
+        another owner whose lease still holds. A row left `running` whose lease ran out, or whose
+        owner on this host is dead (a killed tuner), is re-claimed."""
+        owner = owner or owner_id()
+        now = time.time()
+        t = s.trials.c
+        with self._write() as conn:
+            self._one_at_a_time(conn, "claims")
+            row = conn.execute(sa.select(t.id, t.status, t.owner, t.lease_until)
+                               .where(t.workload_id == workload_id, t.config_key == key)).first()
+            if row is None:
+                return int(conn.execute(sa.insert(s.trials).values(
+                    workload_id=workload_id, run_id=run_id, config_key=key, config=json.dumps(config),
+                    status=TrialStatus.RUNNING.value, created_at=now, owner=owner, lease_until=now + lease_s)
+                    .returning(t.id)).scalar_one())
+            if row.status != TrialStatus.RUNNING:
+                return None
+            expired = row.lease_until is None or row.lease_until < now or _owner_is_dead(row.owner)
+            if row.owner != owner and not expired:
+                return None
+            conn.execute(sa.update(s.trials).where(t.id == row.id)
+                         .values(run_id=run_id, owner=owner, lease_until=now + lease_s))
+            return int(row.id)
+
+    def renew(self, owner: str, lease_s: float) -> int:
+        """The heartbeat: extend every claim (trials and locks) `owner` holds; how many it holds."""
+        until = time.time() + lease_s
+        with self._write() as conn:
+            held = conn.execute(sa.update(s.trials).where(s.trials.c.owner == owner,
+                                                          s.trials.c.status == TrialStatus.RUNNING.value)
+                                .values(lease_until=until)).rowcount
+            held += conn.execute(sa.update(s.locks).where(s.locks.c.owner == owner).values(lease_until=until)).rowcount
+        return held
+
+    def claimed_elsewhere(self, workload_id: int, owner: str) -> list[Trial]:
+        """Running trials of the workload that another owner's live lease holds."""
+        t = s.trials.c
+        rows = self._rows(sa.select(s.trials).where(
+            t.workload_id == workload_id, t.status == TrialStatus.RUNNING.value, t.owner != owner,
+            t.lease_until >= time.time()))
+        return [trial for trial in map(self._trial, rows) if not _owner_is_dead(self._owner_of(trial.id))]
+
+    def _owner_of(self, trial_id: int) -> str | None:
+        rows = self._rows(sa.select(s.trials.c.owner).where(s.trials.c.id == trial_id))
+        return rows[0][0] if rows else None
+
+    def try_lock(self, name: str, owner: str, lease_s: float) -> bool:
+        """Take the named lock for `owner` (renewed by `renew`) unless another owner's lease holds it."""
+        now = time.time()
+        with self._write() as conn:
+            self._one_at_a_time(conn, "locks")
+            conn.execute(sa.delete(s.locks).where(s.locks.c.name == name, s.locks.c.lease_until < now))
+            row = conn.execute(sa.select(s.locks).where(s.locks.c.name == name)).first()
+            if row is not None and row.owner != owner and not _owner_is_dead(row.owner):
+                return False
+            self._upsert(conn, s.locks, {"name": name, "owner": owner, "lease_until": now + lease_s}, "name")
+            return True
+
+    def unlock(self, name: str, owner: str) -> None:
+        with self._write() as conn:
+            conn.execute(sa.delete(s.locks).where(s.locks.c.name == name, s.locks.c.owner == owner))
+
+    def finish_trial(self, trial_id: int, status: TrialStatus, **fields) -> None:
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"unknown trial status {status!r}")
+        unknown = {name for name in fields if name not in TRIAL_FIELD or not TRIAL_FIELD[name].finished}
+        if unknown:
+            raise ValueError(f"unknown trial fields {sorted(unknown)}")
+        values = {name: _column_value(name, value) for name, value in fields.items()}
+        with self._write() as conn:
+            conn.execute(sa.update(s.trials).where(s.trials.c.id == trial_id).values(
+                status=TrialStatus(status).value, finished_at=time.time(), lease_until=None, **values))
+
+    def demote_trial(self, trial_id: int, error: str) -> None:
+        """An adopted-candidate check failed later: it may never be chosen again."""
+        with self._write() as conn:
+            conn.execute(sa.update(s.trials).where(s.trials.c.id == trial_id)
+                         .values(status=TrialStatus.WRONG_RESULT.value, error=error))
+
+    def measured_with_hash(self, workload_id: int, exe_hash: str, asking_id: int) -> Trial | None:
+        """The earliest measured trial of this executable other than the asking trial's own row (which a
+        second tuner measuring the same config may already have finished)."""
+        t = s.trials.c
+        rows = self._rows(sa.select(s.trials).where(
+            t.workload_id == workload_id, t.exe_hash == exe_hash, t.same_as.is_(None),
+            t.status.not_in([TrialStatus.RUNNING.value, TrialStatus.DUPLICATE.value]), t.id != asking_id)
+            .order_by(t.id).limit(1))
+        return self._trial(rows[0]) if rows else None
+
+    @staticmethod
+    def _trial(row: sa.Row) -> Trial:
+        m = row._mapping
+        values = {f.name: m[f.name] for f in dataclasses.fields(Trial)}
+        for field in TRIAL_FIELDS:
+            if field.stored_as_json and field.name in values:
+                values[field.name] = json.loads(values[field.name]) if values[field.name] else None
+        return Trial(**{**values, "status": TrialStatus(values["status"]), "raced": bool(values["raced"])})
+
+    # -- results --------------------------------------------------------------
+
+    def add_result(self, workload_id: int, run_id: int | None, adopted: bool, config: dict,
+                   default_s: float | None, best_s: float | None, speedup: tuple[float, float, float] | None,
+                   detail: dict) -> int:
+        with self._write() as conn:
+            return self._insert_result(conn, workload_id, run_id, adopted, config, default_s, best_s, speedup,
+                                       detail, time.time())
+
+    @staticmethod
+    def _insert_result(conn: sa.Connection, workload_id: int, run_id: int | None, adopted: bool, config: dict,
+                       default_s: float | None, best_s: float | None,
+                       speedup: tuple[float | None, float | None, float | None] | None, detail: dict,
+                       created_at: float) -> int:
+        median, low, high = speedup if speedup else (None, None, None)
+        return int(conn.execute(sa.insert(s.results).values(
+            workload_id=workload_id, run_id=run_id, adopted=adopted, config=json.dumps(config),
+            default_s=default_s, best_s=best_s, speedup=median, speedup_low=low, speedup_high=high,
+            detail=json.dumps(detail), created_at=created_at).returning(s.results.c.id)).scalar_one())
+
+    def mark_rejected(self, result_id: int, reason: str, env: dict) -> None:
+        """Note on a result that this XLA refused to apply it (kept, never deleted)."""
+        r = s.results.c
+        with self._write() as conn:
+            text = conn.execute(sa.select(r.detail).where(r.id == result_id)).scalar()
+            if text is None:
+                return
+            detail = json.loads(text)
+            detail.setdefault("rejected_at_apply", []).append({"reason": reason[:500], "env": env, "at": time.time()})
+            conn.execute(sa.update(s.results).where(r.id == result_id).values(detail=json.dumps(detail)))
+
+    def latest_result(self, workload_id: int) -> Result | None:
+        """The decision in force: the newest result made here, or, where none was, the newest imported one
+        (`xtat import --prefer-imported` imports results as if made here)."""
+        return max(self.results(workload_id), key=lambda r: (not r.imported, r.created_at, r.id), default=None)
+
+    def results(self, workload_id: int) -> list[Result]:
+        rows = self._rows(sa.select(s.results).where(s.results.c.workload_id == workload_id).order_by(s.results.c.id))
+        return [self._result(row) for row in rows]
+
+    @staticmethod
+    def _result(row: sa.Row) -> Result:
+        m = row._mapping
+        return Result(
+            id=m["id"], workload_id=m["workload_id"], run_id=m["run_id"], adopted=bool(m["adopted"]),
+            config=json.loads(m["config"]), default_s=m["default_s"], best_s=m["best_s"],
+            speedup=m["speedup"], speedup_low=m["speedup_low"], speedup_high=m["speedup_high"],
+            detail=json.loads(m["detail"]), created_at=m["created_at"],
+        )
+
+    # -- export / import --------------------------------------------------------
+
+    def export(self) -> dict:
+        workloads: list[dict] = []
+        out = {"xtat_export": 1, "schema_version": SCHEMA_VERSION, "workloads": workloads}
+        for w in self.workloads():
+            workloads.append({
+                "fingerprint": w.fingerprint, "program": w.program, "name": w.name, "env": w.env, "info": w.info,
+                "trials": [trial_json(t) for t in self.trials(w.id)],
+                "results": [{**result_json(r), "run_settings": self.run_settings(r.run_id)}
+                            for r in self.results(w.id)],
+            })
+        return out
+
+    def import_(self, document: dict, prefer_imported: bool = False) -> ImportReport:
+        """Insert what is new; validated and vetted whole before the single write transaction.
+
+        Imported results never replace a decision made here unless `prefer_imported`."""
+        from xtat.store.exchange import validate_export
+
+        workloads = validate_export(document)
+        counts = {"workloads": 0, "trials": 0, "results": 0}
+        skipped: list[str] = []
+        exported = [f.name for f in TRIAL_FIELDS if f.exported]
+        with self._write() as conn:
+            for w in workloads:
+                counts["workloads"] += self._insert_ignore(conn, s.workloads, {
+                    "fingerprint": w["fingerprint"], "program": w["program"], "name": w["name"],
+                    "env": json.dumps(w["env"]), "info": json.dumps(w["info"]), "created_at": time.time()})
+                workload_id = conn.execute(sa.select(s.workloads.c.id)
+                                           .where(s.workloads.c.fingerprint == w["fingerprint"])).scalar_one()
+                present = 0
+                for t in w["trials"]:
+                    # Exports of schema 2 kept `raced` among the metrics.
+                    t = {"raced": bool((t.get("metrics") or {}).get("raced")), **t}
+                    added = self._insert_ignore(conn, s.trials, {
+                        "workload_id": workload_id, "finished_at": time.time(),
+                        **{name: _column_value(name, t.get(name)) for name in exported}})
+                    counts["trials"] += added
+                    present += 1 - added
+                if present:
+                    skipped.append(f"{w['name']}: {present} trial(s) already recorded here, kept as they are")
+                results = [self._result(row) for row in conn.execute(
+                    sa.select(s.results).where(s.results.c.workload_id == workload_id))]
+                local = sum(not r.imported for r in results)
+                known = {r.created_at for r in results}
+                recorded = sum(r["created_at"] in known for r in w["results"])
+                if recorded:
+                    skipped.append(f"{w['name']}: {recorded} result(s) already recorded here")
+                if local and not prefer_imported and len(w["results"]) > recorded:
+                    skipped.append(f"{w['name']}: imported result(s) added but not in force: this store's own "
+                                   "decision stands (--prefer-imported lets them replace it)")
+                for r in w["results"]:
+                    if r["created_at"] in known:
+                        continue
+                    run_id = None
+                    if r.get("run_settings") is not None:  # the recording run's opt-ins travel with it
+                        run_id = conn.execute(sa.insert(s.runs).values(
+                            workload_id=workload_id, started_at=r["created_at"], finished_at=r["created_at"],
+                            settings=json.dumps(r["run_settings"]), status="imported").returning(s.runs.c.id)
+                        ).scalar_one()
+                    detail = {**r.get("detail", {}), **({} if prefer_imported else {"imported": True})}
+                    self._insert_result(conn, workload_id, run_id, r["adopted"], r["config"], r.get("default_s"),
+                                        r.get("best_s"), (r.get("speedup"), r.get("speedup_low"),
+                                                          r.get("speedup_high")), detail, r["created_at"])
+                    counts["results"] += 1
+        return ImportReport(counts, tuple(skipped))
