@@ -7,6 +7,7 @@ mutation, the tests that failed; a mutation that fails none is a test gap. Not c
 """
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import subprocess
@@ -43,7 +44,8 @@ def check(mutations: list[Mutation], only: list[str] | None = None) -> int:
             result = subprocess.run([str(ROOT / ".venv/bin/python"), "-m", "pytest", "-q", "-p", "no:randomly",
                                      *m.tests.split()], cwd=copy, capture_output=True, text=True,
                                     env={"PATH": "/usr/bin:/bin", "HOME": str(pathlib.Path.home()),
-                                         "PYTHONPATH": str(pathlib.Path(copy) / "src")})
+                                         "PYTHONPATH": str(pathlib.Path(copy) / "src"),
+                                         **{k: v for k, v in os.environ.items() if k == "XTAT_TEST_POSTGRES_URL"}})
             failed = sorted(set(re.findall(r"FAILED (\S+)", result.stdout)))
             missed += not failed
             print(f"{m.name}: {len(failed)} failed: {', '.join(failed)[:300]}", flush=True)

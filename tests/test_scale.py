@@ -197,3 +197,26 @@ def test_a_run_on_a_two_node_ray_cluster_uses_both_and_survives_a_node_killed_mi
 def test_executor_settings_that_cannot_work_are_refused_before_anything_runs(settings, message):
     with pytest.raises(UserError, match=message):
         xtat.TuneSettings(**settings)
+
+
+def test_the_host_measuring_lock_has_one_holder_at_a_time(tmp_path):
+    """Two processes: while one holds the lock, the other's timing waits; the kernel frees it when its
+    holder is SIGKILLed."""
+    from xtat.runner.host_lock import holding
+
+    lock = tmp_path / "measure.lock"
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+from xtat.runner.host_lock import holding
+with holding({str(lock)!r}):
+    print("held", flush=True)
+    time.sleep(60)
+"""], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    started = time.monotonic()
+    killer = subprocess.Popen(["sh", "-c", f"sleep 1; kill -9 {holder.pid}"])
+    with holding(lock):
+        waited = time.monotonic() - started
+    killer.wait()
+    holder.wait()
+    assert 0.9 < waited < 30, waited  # it waited for the holder, until the holder was killed
