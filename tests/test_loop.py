@@ -3,12 +3,17 @@ runner (tests/doubles.py): the decisions are real, the times are the test's. Sec
 
 from __future__ import annotations
 
+import threading
+import time
+from dataclasses import dataclass, field
+
 import pytest
 
 import xtat
 from doubles import FakeRunner, MemoryStore, fake_runner_factory
 from tiny import FAST, tiny_mlp
 from xtat.candidate import Candidate
+from xtat.search import STRATEGIES
 from xtat.status import TrialStatus
 from xtat.store.sql import Store
 
@@ -132,3 +137,57 @@ def test_a_run_needs_nothing_of_sqlite_from_its_store():
     again = xtat.tune(tiny_mlp(), db=store, runner=fake_runner_factory(FakeRunner(faster_with(WIDTH, 512, 2.0))),
                       **{**FAST, "stages": ("codegen",), "budget": 60})
     assert again.new_trials == 0 and "(recorded)" in again.message
+
+
+@dataclass
+class Workers(FakeRunner):
+    """A FakeRunner whose search candidates are measured by `count` slots at once (a cluster's workers),
+    each taking `seconds` per measurement; notes the most measurements ever in flight together."""
+
+    count: int = 4
+    seconds: float = 0.02
+    in_flight: int = 0
+    most: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def slots(self) -> list[FakeRunner]:
+        return [_Slot(self, self.time_of, node=f"node-{i}") for i in range(self.count)]
+
+
+@dataclass
+class _Slot(FakeRunner):
+    workers: Workers | None = None
+
+    def __init__(self, workers: Workers, time_of, node: str):
+        super().__init__(time_of, node=node)
+        self.workers = workers
+
+    def measure(self, *args, **kwargs):
+        w = self.workers
+        with w.lock:
+            w.in_flight += 1
+            w.most = max(w.most, w.in_flight)
+        time.sleep(w.seconds)
+        try:
+            return super().measure(*args, **kwargs)
+        finally:
+            with w.lock:
+                w.in_flight -= 1
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_keeps_several_workers_busy_with_configs_asked_while_others_are_pending(strategy):
+    """Batches: the loop asks for more configs while others are measured; no config is measured twice,
+    each trial records its worker's node, and the run ends (a strategy never waits forever)."""
+    runner = Workers(faster_with(WIDTH, 512, 1.5))
+    store = MemoryStore()
+    narrow = {"options": (WIDTH, LEVEL), "budget": 40} if strategy == "grid" else {}  # grid: the whole space
+    result = xtat.tune(tiny_mlp(), db=store, runner=fake_runner_factory(runner),
+                       **{**FAST, "stages": ("codegen",), "budget": 16, "strategy": strategy, **narrow})
+    recorded = store.trials(store.workloads()[0].id)
+    assert len({t.config_key for t in recorded}) == len(recorded) <= 40
+    assert sum(result.trials.values()) == len(recorded) >= 8
+    assert runner.most >= 2, "never two configs measured at once"
+    assert runner.most <= runner.count
+    assert {t.node for t in recorded} <= {f"node-{i}" for i in range(runner.count)}
+    assert len({t.node for t in recorded}) >= 2

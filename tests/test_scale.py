@@ -179,7 +179,7 @@ def test_a_run_on_a_two_node_ray_cluster_uses_both_and_survives_a_node_killed_mi
     assert len(nodes) == 2 and killed[0] in nodes, nodes  # measured on both nodes, recorded per trial
     lost = [t for t in trials if (t.metrics or {}).get("lost_nodes")]
     assert lost and all(killed[0] in t.metrics["lost_nodes"][0] for t in lost)  # recorded, then retried
-    assert all(t.status in FINAL_STATUSES for t in lost)
+    assert all(killed[0] not in t.node for t in lost)  # retried elsewhere: measured on the surviving node
     events = _timings(log)
     for node in {e["node"] for e in events}:  # one device unit per node: never two timings at once there
         assert_never_two_timings_at_once([e for e in events if e["node"] == node])

@@ -32,8 +32,11 @@ class TreeParzen(SearchStrategy):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             # multivariate + group: one joint density per set of decisions that occur together,
-            # which is how TPE models a conditional space.
-            sampler = optuna.samplers.TPESampler(seed=self.seed, multivariate=True, group=True)
+            # which is how TPE models a conditional space. constant_liar: trials still pending
+            # (measured by other workers, or by another tuner of the study) count as bad ones, so
+            # a batch asked at once spreads out instead of piling onto one region.
+            sampler = optuna.samplers.TPESampler(seed=self.seed, multivariate=True, group=True,
+                                                 constant_liar=True)
         self._study = optuna.create_study(direction="minimize", sampler=sampler)
         self._study.enqueue_trial({self._name(d): value_of(self.base, d) for d in self.decisions
                                    if is_active(d, self.base)})
