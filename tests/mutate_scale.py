@@ -5,9 +5,13 @@ lock, the host measuring lock, the Ray executor): each behaviour removed in turn
 
 The harness is tests/mutation.py. Not collected by pytest.
 """
+import os
 import sys
 
 from mutation import Mutation, check
+
+if not os.environ.get("XTAT_TEST_POSTGRES_URL"):  # without it every test errors, and no mutation is caught
+    sys.exit('set XTAT_TEST_POSTGRES_URL="$(./scripts/postgres)" first')
 
 STORE, SCALE = "tests/test_store.py", "tests/test_scale.py"
 M = [
