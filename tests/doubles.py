@@ -21,7 +21,7 @@ from xtat.runner.base import WorkerFailure
 from xtat.runner.protocol import Check, Compiled, Failed, Timed, Verified
 from xtat.runner.timing import Race, TimingPolicy, median_ci
 from xtat.runner.verify import Budget, Tolerance
-from xtat.status import TrialStatus
+from xtat.status import RunStatus, TrialStatus
 from xtat.store.records import Result, Trial, WorkloadRecord
 
 
@@ -193,11 +193,17 @@ class MemoryStore:
     def workloads(self) -> list[WorkloadRecord]:
         return list(self._workloads)
 
-    def begin_run(self, workload_id: int, settings: dict) -> int:
-        self._runs[len(self._runs) + 1] = {"settings": settings, "status": "running"}
+    def begin_run(self, workload_id: int, settings: dict, owner: str | None = None, lease_s: float = 60.0) -> int:
+        self._runs[len(self._runs) + 1] = {"settings": settings, "status": RunStatus.SEARCHING}
         return len(self._runs)
 
-    def finish_run(self, run_id: int, status: str) -> None:
+    def set_run_status(self, run_id: int, status: RunStatus) -> None:
+        self._runs[run_id]["status"] = status
+
+    def searching_elsewhere(self, workload_id: int, owner: str) -> int:
+        return 0  # one tuner: the memory store is not shared
+
+    def finish_run(self, run_id: int, status: RunStatus = RunStatus.FINISHED) -> None:
         self._runs[run_id]["status"] = status
 
     def run_settings(self, run_id: int | None) -> dict | None:

@@ -24,7 +24,7 @@ def adopt(db, config: dict, *, name: str = "tiny_mlp", workload=None, env: dict 
             trial_id = store.start_trial(workload_id, run_id, config, _key(config))
             store.finish_trial(trial_id, "ok", median_s=5e-4, ci_low_s=4e-4, ci_high_s=6e-4, samples=[5e-4] * 3)
         store.add_result(workload_id, run_id, adopted, config, 1e-3, 5e-4, (2.0, 1.5, 2.5), {})
-        store.finish_run(run_id, "finished")
+        store.finish_run(run_id)
         return workload_id
     finally:
         store.close()

@@ -113,6 +113,9 @@ def test_a_tuner_killed_mid_measurement_loses_nothing_and_its_config_is_measured
         finished_before = {t.id: t for t in store.trials(workload.id) if t.status != TrialStatus.RUNNING}
     tuners[victim].send_signal(signal.SIGKILL)
     tuners.pop(victim).wait()
+    with Store.open(url, read_only=True) as store:  # did the kill land before the victim recorded it?
+        left_running = any(config_id(t.config) == in_flight and t.status == TrialStatus.RUNNING
+                           for t in store.trials(workload.id))
     (survivor,) = tuners.values()
     stdout, stderr = survivor.communicate(timeout=600)
     assert survivor.returncode == 0, stderr[-3000:]
@@ -122,8 +125,8 @@ def test_a_tuner_killed_mid_measurement_loses_nothing_and_its_config_is_measured
     # The survivor asks the same configs (same seed and budget): it re-claimed the killed one at once.
     [killed] = [t for t in trials if config_id(t.config) == in_flight]
     assert killed.status in FINAL_STATUSES
-    if killed.status == TrialStatus.OK:
-        assert [e["pid"] for e in _timings(log) if e["id"] == in_flight and e["event"] == "end"] == [survivor.pid]
+    if left_running and killed.status == TrialStatus.OK:  # then only the survivor can have recorded it
+        assert survivor.pid in [e["pid"] for e in _timings(log) if e["id"] == in_flight and e["event"] == "end"]
 
 
 # -- a Ray cluster of two nodes on this machine ---------------------------------------------------

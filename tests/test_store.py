@@ -94,6 +94,8 @@ def test_a_version_1_file_is_upgraded_in_place_with_its_rows_unchanged(tmp_path)
     with sqlite3.connect(db) as con:  # make it what xtat 0.1 with schema 1 wrote
         for column in ("node", "lease_until", "owner", "raced"):
             con.execute(f"ALTER TABLE trials DROP COLUMN {column}")
+        for column in ("lease_until", "owner"):
+            con.execute(f"ALTER TABLE runs DROP COLUMN {column}")
         con.execute("DROP TABLE locks")
         con.execute("ALTER TABLE trials DROP COLUMN metrics")
         con.execute("DROP TABLE machine")
@@ -119,6 +121,8 @@ def test_a_version_2_file_moves_raced_from_the_metrics_to_its_column(tmp_path):
     with sqlite3.connect(db) as con:  # what schema 2 wrote: no column, a metrics entry
         for column in ("node", "lease_until", "owner", "raced"):
             con.execute(f"ALTER TABLE trials DROP COLUMN {column}")
+        for column in ("lease_until", "owner"):
+            con.execute(f"ALTER TABLE runs DROP COLUMN {column}")
         con.execute("UPDATE trials SET metrics=? WHERE id=?", (json.dumps({"raced": True}), slow))
         con.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
     store = Store.open(db)
@@ -324,3 +328,21 @@ def test_claims_and_locks_taken_at_the_same_moment_have_one_winner(new_store):
             assert sum(locks) == 1, locks
     for s in stores:
         s.close()
+
+
+def test_a_run_searches_under_a_lease_until_it_decides_or_its_tuner_dies(new_store):
+    from xtat.status import RunStatus
+
+    store = Store.open(new_store())
+    wid = store.upsert_workload("f" * 64, "p" * 64, "w", {"jaxlib": "x"}, {})
+    run = store.begin_run(wid, {}, "a:1:x", 60)
+    assert store.searching_elsewhere(wid, "b:2:y") == 1 and store.searching_elsewhere(wid, "a:1:x") == 0
+    store.set_run_status(run, RunStatus.DECIDING)
+    assert store.searching_elsewhere(wid, "b:2:y") == 0
+    store.set_run_status(run, RunStatus.SEARCHING)
+    store.renew("a:1:x", -1.0)  # its heartbeat stopped
+    assert store.searching_elsewhere(wid, "b:2:y") == 0
+    store.renew("a:1:x", 60.0)
+    assert store.searching_elsewhere(wid, "b:2:y") == 1
+    store.finish_run(run)
+    assert store.searching_elsewhere(wid, "b:2:y") == 0

@@ -28,3 +28,12 @@ class TrialStatus(StrEnum):
 
 
 FINAL_STATUSES = tuple(s for s in TrialStatus if s.final)
+
+
+class RunStatus(StrEnum):
+    """Where a tuning run is: tuners sharing a study decide once every search of the workload is over."""
+
+    SEARCHING = "running"  # asking, measuring (or its tuner died: its lease runs out)
+    DECIDING = "deciding"  # its search is over: waiting for the others', or taking the decision
+    FINISHED = "finished"
+    IMPORTED = "imported"  # the run of a result brought in by `xtat import`

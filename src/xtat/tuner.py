@@ -23,7 +23,7 @@ from xtat.runner.load import LoadMonitor
 from xtat.space.space import config_key
 from xtat.stages.base import Context
 from xtat.stages.registry import make_stages
-from xtat.status import TrialStatus
+from xtat.status import RunStatus, TrialStatus
 from xtat.store.base import Storage
 from xtat.store.records import Trial
 from xtat.store.sql import Store, is_url, owner_id
@@ -106,13 +106,14 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
         identity.fingerprint, identity.program, captured.name, identity.env,
         {"avals": identity.avals, "cost": captured.cost},
     )
-    run_id = store.begin_run(workload_id, asdict(settings))
+    owner = owner_id()
+    run_id = store.begin_run(workload_id, asdict(settings), owner, settings.lease_s)
     stages = make_stages()
     searched = [stage for stage in stages if stage.name in settings.stages]
     workload = captured.workload
     context = Context(*workload.bound(), identity.env["platform"],
                       settings.allow_numerics_change, settings.options, runner.passes_that_ran)
-    run = RunContext(store, runner, captured, workload_id, run_id, settings, tuple(stages), owner_id())
+    run = RunContext(store, runner, captured, workload_id, run_id, settings, tuple(stages), owner)
     with Heartbeat(store, run.owner, settings.lease_s):
         search = SearchLoop(run, on_trial, learn_from)
         try:
@@ -124,7 +125,7 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
             search.close()
         with deciding(run):
             result = _decide(run, search, search_load, searched)
-    store.finish_run(run_id, "finished")
+    store.finish_run(run_id)
     pareto = pareto_front(store.trials(workload_id), settings.objectives) if len(settings.objectives) > 1 else []
     return replace(result, trials=_counts(store.trials(workload_id)), history=search.history, pareto=pareto,
                    wall_s=time.perf_counter() - started, worker_s=search.worker_s)
@@ -132,11 +133,12 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
 
 @contextmanager
 def deciding(run: RunContext) -> Iterator[None]:
-    """One decision per workload at a time, from every tuner's trials: a tuner sharing the study
-    first waits for the trials others still measure, then for the decision lock."""
-    store, name = run.store, f"decide:{run.workload_id}"
-    while store.claimed_elsewhere(run.workload_id, run.owner) or not store.try_lock(name, run.owner,
-                                                                                    run.settings.lease_s):
+    """One decision per workload at a time, from every tuner's trials: a tuner sharing the study first
+    waits until the other tuners' searches are over and their trials finished, then for the decision lock."""
+    store, name, workload_id = run.store, f"decide:{run.workload_id}", run.workload_id
+    store.set_run_status(run.run_id, RunStatus.DECIDING)
+    while (store.searching_elsewhere(workload_id, run.owner) or store.claimed_elsewhere(workload_id, run.owner)
+           or not store.try_lock(name, run.owner, run.settings.lease_s)):
         time.sleep(POLL_S)
     try:
         yield

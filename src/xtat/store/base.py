@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from xtat.status import TrialStatus
+from xtat.status import RunStatus, TrialStatus
 
 if TYPE_CHECKING:
     from xtat.store.records import ImportReport, Result, Trial, WorkloadRecord
@@ -39,9 +39,17 @@ class Storage(Protocol):
     def find_workload(self, name_or_fingerprint: str) -> WorkloadRecord: ...
 
     # runs: one row per tuning run, with the settings it was asked
-    def begin_run(self, workload_id: int, settings: dict) -> int: ...
+    def begin_run(self, workload_id: int, settings: dict, owner: str | None = None, lease_s: float = 60.0) -> int:
+        """A run, `searching` under `owner`'s lease (renewed by `renew`)."""
+        ...
 
-    def finish_run(self, run_id: int, status: str) -> None: ...
+    def set_run_status(self, run_id: int, status: RunStatus) -> None: ...
+
+    def searching_elsewhere(self, workload_id: int, owner: str) -> int:
+        """How many runs of the workload other live tuners are still searching."""
+        ...
+
+    def finish_run(self, run_id: int, status: RunStatus = RunStatus.FINISHED) -> None: ...
 
     def run_settings(self, run_id: int | None) -> dict | None: ...
 

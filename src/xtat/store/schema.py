@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 4  # 2: trials.metrics, machine; 3: trials.raced; 4: trial claims (owner, lease), node, locks
+SCHEMA_VERSION = 4  # 2: trials.metrics, machine; 3: trials.raced; 4: claims (owner, lease) of trials and runs,
+#                      trials.node, locks
 APPLICATION = "xtat"
 
 metadata = sa.MetaData()
@@ -38,7 +39,9 @@ runs = sa.Table(
     sa.Column("started_at", sa.Float, nullable=False),
     sa.Column("finished_at", sa.Float),
     sa.Column("settings", sa.Text, nullable=False),
-    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),  # searching, deciding, finished (or imported)
+    sa.Column("owner", sa.Text),  # the tuner of a run in progress, under a lease as its trials are
+    sa.Column("lease_until", sa.Float),
 )
 
 trials = sa.Table(
@@ -115,6 +118,6 @@ def _raced_from_metrics(conn: sa.Connection) -> None:
 MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {
     2: _add_columns(trials.c.metrics),
     3: _raced_from_metrics,
-    4: _add_columns(trials.c.owner, trials.c.lease_until, trials.c.node),
+    4: _add_columns(trials.c.owner, trials.c.lease_until, trials.c.node, runs.c.owner, runs.c.lease_until),
 }
 assert sorted(MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1))

@@ -27,7 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
 
 from xtat.errors import StoreError
-from xtat.status import FINAL_STATUSES, TrialStatus
+from xtat.status import FINAL_STATUSES, RunStatus, TrialStatus
 from xtat.store import schema as s
 from xtat.store.records import (
     TRIAL_FIELD,
@@ -350,11 +350,25 @@ class Store:
 
     # -- runs -----------------------------------------------------------------
 
-    def begin_run(self, workload_id: int, settings: dict) -> int:
+    def begin_run(self, workload_id: int, settings: dict, owner: str | None = None, lease_s: float = 60.0) -> int:
+        """A run starts `searching`, held by `owner` under a lease (renewed by `renew`)."""
         with self._write() as conn:
             return int(conn.execute(sa.insert(s.runs).values(
-                workload_id=workload_id, started_at=time.time(), settings=json.dumps(settings), status="running")
+                workload_id=workload_id, started_at=time.time(), settings=json.dumps(settings),
+                status=RunStatus.SEARCHING.value, owner=owner, lease_until=time.time() + lease_s)
                 .returning(s.runs.c.id)).scalar_one())
+
+    def set_run_status(self, run_id: int, status: RunStatus) -> None:
+        with self._write() as conn:
+            conn.execute(sa.update(s.runs).where(s.runs.c.id == run_id).values(status=RunStatus(status).value))
+
+    def searching_elsewhere(self, workload_id: int, owner: str) -> int:
+        """Runs of the workload that another live tuner is still searching."""
+        r = s.runs.c
+        rows = self._rows(sa.select(r.owner).where(
+            r.workload_id == workload_id, r.status == RunStatus.SEARCHING.value, r.owner != owner,
+            r.lease_until >= time.time()))
+        return sum(not _owner_is_dead(row.owner) for row in rows)
 
     def run_settings(self, run_id: int | None) -> dict | None:
         """The settings a run recorded (None for an unknown run, or a result that came without one)."""
@@ -367,9 +381,10 @@ class Store:
             return None
         return settings if isinstance(settings, dict) else None
 
-    def finish_run(self, run_id: int, status: str) -> None:
+    def finish_run(self, run_id: int, status: RunStatus = RunStatus.FINISHED) -> None:
         with self._write() as conn:
-            conn.execute(sa.update(s.runs).where(s.runs.c.id == run_id).values(finished_at=time.time(), status=status))
+            conn.execute(sa.update(s.runs).where(s.runs.c.id == run_id)
+                         .values(finished_at=time.time(), status=RunStatus(status).value, lease_until=None))
 
     # -- trials ---------------------------------------------------------------
 
@@ -418,6 +433,8 @@ class Store:
                                                           s.trials.c.status == TrialStatus.RUNNING.value)
                                 .values(lease_until=until)).rowcount
             held += conn.execute(sa.update(s.locks).where(s.locks.c.owner == owner).values(lease_until=until)).rowcount
+            conn.execute(sa.update(s.runs).where(s.runs.c.owner == owner, s.runs.c.lease_until.is_not(None))
+                         .values(lease_until=until))
         return held
 
     def claimed_elsewhere(self, workload_id: int, owner: str) -> list[Trial]:
@@ -593,7 +610,8 @@ class Store:
                     if r.get("run_settings") is not None:  # the recording run's opt-ins travel with it
                         run_id = conn.execute(sa.insert(s.runs).values(
                             workload_id=workload_id, started_at=r["created_at"], finished_at=r["created_at"],
-                            settings=json.dumps(r["run_settings"]), status="imported").returning(s.runs.c.id)
+                            settings=json.dumps(r["run_settings"]), status=RunStatus.IMPORTED.value)
+                            .returning(s.runs.c.id)
                         ).scalar_one()
                     detail = {**r.get("detail", {}), **({} if prefer_imported else {"imported": True})}
                     self._insert_result(conn, workload_id, run_id, r["adopted"], r["config"], r.get("default_s"),
