@@ -24,7 +24,6 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.dialects import postgresql, sqlite
 
 from xtat.errors import StoreError
 from xtat.status import FINAL_STATUSES, RunStatus, TrialStatus
@@ -289,7 +288,14 @@ class Store:
 
     @staticmethod
     def _dialect_insert(conn: sa.Connection, table: sa.Table):
-        return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
+        """INSERT with the dialect's ON CONFLICT clauses (imported here: `xtat.jit` readers need neither)."""
+        if conn.dialect.name == "postgresql":
+            from sqlalchemy.dialects import postgresql
+
+            return postgresql.insert(table)
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert(table)
 
     def _insert_ignore(self, conn: sa.Connection, table: sa.Table, row: dict) -> int:
         """Insert the row unless one with the same unique key is there; 1 if it was inserted, else 0."""
