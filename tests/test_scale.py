@@ -92,6 +92,19 @@ def test_two_tuners_on_one_postgres_study_measure_every_config_once_and_decide_o
     first, second = outputs
     assert (first["adopted"], first["best_config"]) == (second["adopted"], second["best_config"])
     assert sum("(recorded)" in o["message"] for o in outputs) == 1
+    listed = subprocess.run([*XTAT, "trials", first["workload"], "--db", url, "--json"], capture_output=True,
+                            text=True)
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == len(trials) and "xtat:xtat@" not in listed.stdout + listed.stderr
+
+
+def test_an_empty_or_unreachable_study_is_a_clear_error(postgres_database):
+    url = postgres_database()
+    empty = subprocess.run([*XTAT, "show", "--db", url], capture_output=True, text=True)
+    assert empty.returncode == 2 and "no xtat records in postgresql://xtat:***@" in empty.stderr, empty.stderr
+    wrong = subprocess.run([*XTAT, "show", "--db", url.replace("xtat:xtat@", "xtat:wrong@")], capture_output=True,
+                           text=True)
+    assert wrong.returncode == 2 and "password authentication failed" in wrong.stderr and "wrong" not in wrong.stderr
 
 
 def test_a_tuner_killed_mid_measurement_loses_nothing_and_its_config_is_measured_by_the_other(

@@ -149,7 +149,11 @@ def _open(db: str | None, read_only: bool = True):
     from xtat.store.sql import Store, default_location
 
     try:
-        return Store.open(db or default_location(), read_only=read_only)
+        store = Store.open(db or default_location(), read_only=read_only)
+        if read_only and store.is_new():
+            store.close()
+            _fail(f"no xtat records in {store.where} yet: `xtat tune TARGET --db ...` writes them")
+        return store
     except UserError as exc:
         _fail(str(exc))
 
