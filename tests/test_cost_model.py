@@ -265,7 +265,7 @@ def test_racing_stops_a_slow_candidate_early_and_never_makes_it_a_finalist(db, m
     for t in raced:
         assert t.raced is True
         assert len(t.samples) == TuneSettings().race_min_samples < timing["samples"]
-        assert t.median_s > default.median_s * 5
+        assert t.median_s > default.median_s + 0.8e-3  # its 1 ms sleep shows (a busy machine slows both)
         assert t.metrics["hlo"]["ops"]["dot"] == 3 and t.metrics["memory"]["peak_memory_in_bytes"] > 0
     assert result.finalists == () and not result.adopted
     assert {p["trial"] for p in result.pareto} >= {default.id}

@@ -30,7 +30,7 @@ from xtat.candidate import Candidate
 from xtat.errors import UserError
 from xtat.runner import protocol as p
 from xtat.runner.timing import Race, TimingPolicy
-from xtat.runner.verify import Tolerance
+from xtat.runner.verify import Budget, Tolerance
 from xtat.status import TrialStatus
 
 DEVICE_RESOURCE = "xtat_device"
@@ -265,7 +265,7 @@ class RayRunner:
         self.node = local.node
 
     @property
-    def budget(self):  # noqa: ANN201 - the local runner's verification budget
+    def budget(self) -> Budget:  # the verification budget, calibrated on this machine's reference
         return self.local.budget
 
     def slots(self) -> Sequence[RaySlot]:
