@@ -146,6 +146,14 @@ def _check_meta(where: str, meta: dict | None) -> None:
                          "upgrade xtat")
 
 
+def _check_server_meta(conn: sa.Connection, where: str) -> None:
+    """Refuse a server database that has tables but is not an xtat store of a known schema."""
+    names = sa.inspect(conn).get_table_names()
+    if names:
+        meta = {row.key: row.value for row in conn.execute(sa.select(s.meta))} if "meta" in names else None
+        _check_meta(where, meta)
+
+
 def _sqlite_engine(path: Path, read_only: bool) -> sa.Engine:
     if read_only:
         if not path.exists():
@@ -204,28 +212,19 @@ class Store:
             if not read_only:
                 store._create_or_migrate()
             elif store.is_server:
-                store._check_server_meta()
+                with engine.connect() as conn:
+                    _check_server_meta(conn, store.where)
             return store
         except sa.exc.SQLAlchemyError as exc:
             what = "reading" if read_only else "writing"
             raise StoreError(f"cannot open {where} for {what} ({str(exc).splitlines()[0]}); check the location, "
                              "that the server runs, and the permissions") from exc
 
-    def _check_server_meta(self) -> None:
-        names = sa.inspect(self.engine).get_table_names()
-        if names:
-            with self.engine.connect() as conn:
-                meta = {row.key: row.value for row in conn.execute(sa.select(s.meta))} if "meta" in names else None
-            _check_meta(self.where, meta)
-
     def _create_or_migrate(self) -> None:
         with self._write() as conn:
             if self.is_server:  # one tuner at a time creates or migrates a server's schema
                 self._one_at_a_time(conn, "schema")
-                names = set(sa.inspect(conn).get_table_names())
-                if names:
-                    meta = {row.key: row.value for row in conn.execute(sa.select(s.meta))} if "meta" in names else None
-                    _check_meta(self.where, meta)
+                _check_server_meta(conn, self.where)
             version = self._schema_version(conn)
             for target in range(version + 1, SCHEMA_VERSION + 1) if version else ():
                 s.MIGRATIONS[target](conn)
@@ -449,11 +448,7 @@ class Store:
         rows = self._rows(sa.select(s.trials).where(
             t.workload_id == workload_id, t.status == TrialStatus.RUNNING.value, t.owner != owner,
             t.lease_until >= time.time()))
-        return [trial for trial in map(self._trial, rows) if not _owner_is_dead(self._owner_of(trial.id))]
-
-    def _owner_of(self, trial_id: int) -> str | None:
-        rows = self._rows(sa.select(s.trials.c.owner).where(s.trials.c.id == trial_id))
-        return rows[0][0] if rows else None
+        return [self._trial(row) for row in rows if not _owner_is_dead(row.owner)]
 
     def try_lock(self, name: str, owner: str, lease_s: float) -> bool:
         """Take the named lock for `owner` (renewed by `renew`) unless another owner's lease holds it."""
