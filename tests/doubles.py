@@ -39,6 +39,7 @@ class FakeRunner:
     wrong_on_second_inputs: Callable[[Candidate], bool] = lambda candidate: False
     exe_of: Callable[[Candidate], str] = executable  # candidates with one executable are duplicates
     passes: list[str] = field(default_factory=list)  # what `passes_that_ran` reports
+    autotune_text: str = ""  # what `autotune_results` reports (a recorded GPU file, or none as on CPU)
     jitter: float = 0.01
     budget: Budget = field(default_factory=Budget)
     # What the tuning layer asked, in order: ("build" | "measure" | "verify" | "place", build id).
@@ -123,6 +124,9 @@ class FakeRunner:
 
     def passes_that_ran(self, candidate: Candidate) -> list[str]:
         return list(self.passes)
+
+    def autotune_results(self, candidate: Candidate) -> str:
+        return self.autotune_text
 
     def discard(self, candidate: Candidate) -> None:
         pass

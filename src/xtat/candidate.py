@@ -1,8 +1,10 @@
 """What a runner builds: a config made concrete by the stages (`Candidate`), and what its process
-must be started with (`ProcessSetup`: CPU count and host device count).
+must be started with (`ProcessSetup`: CPU count, host device count and, on GPU, the autotune results
+XLA loads instead of autotuning).
 
 XLA:CPU sizes its thread pool by the CPU affinity at start and reads XLA_FLAGS (the host
-device count) once, so neither can change in a running process. A measuring worker and a
+device count) once, and XLA:GPU loads an autotune-results file once per process, so none of them
+can change in a running process. A measuring worker and a
 production process started by `xtat run` enter the same `ProcessSetup` the same way
 (`enter`, before jax is imported); `xtat.jit` can only say how its own process differs
 (`mismatch`).
@@ -10,20 +12,41 @@ production process started by `xtat run` enter the same `ProcessSetup` the same 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shlex
+import tempfile
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from xtat.errors import UserError
 
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+AUTOTUNE_FLAG = "--xla_gpu_load_autotune_results_from"
 VARIABLE = "XTAT_PROCESS_SETUP"  # how a parent hands a setup to a worker it starts
+
+
+def with_flag(xla_flags: str, flag: str, value: object) -> str:
+    """XLA_FLAGS with `flag` set to `value` (any earlier setting replaced)."""
+    kept = [f for f in xla_flags.split() if not f.startswith(flag + "=")]
+    return " ".join([*kept, f"{flag}={value}"])
 
 
 def with_host_devices(xla_flags: str, count: int) -> str:
     """XLA_FLAGS with the host device count set to `count` (any earlier setting replaced)."""
-    kept = [flag for flag in xla_flags.split() if not flag.startswith(HOST_DEVICES_FLAG + "=")]
-    return " ".join([*kept, f"{HOST_DEVICES_FLAG}={count}"])
+    return with_flag(xla_flags, HOST_DEVICES_FLAG, count)
+
+
+def autotune_file(text: str) -> Path:
+    """The autotune results `text` as a file XLA can load, named by its content (written once)."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"xtat-autotune-{digest}.textproto"
+    if not path.exists():
+        partial = path.with_suffix(f".{os.getpid()}.partial")
+        partial.write_text(text)
+        partial.replace(path)  # atomic: another process never loads half a file
+    return path
 
 
 def available_cpus() -> list[int]:
@@ -34,19 +57,24 @@ def available_cpus() -> list[int]:
 class ProcessSetup:
     cpus: int | None = None  # use the first `cpus` CPUs this process may use (None: all of them)
     host_devices: int | None = None  # XLA:CPU host devices (None: jax's default, one)
+    autotune_results: str = ""  # XLA:GPU autotune results to load instead of autotuning (xla.AutotuneResults text)
 
     def __bool__(self) -> bool:
-        return self.cpus is not None or self.host_devices is not None
+        return self.cpus is not None or self.host_devices is not None or bool(self.autotune_results)
 
-    def to_json(self) -> dict[str, int]:
-        return {k: v for k, v in (("cpu_count", self.cpus), ("host_device_count", self.host_devices))
-                if v is not None}
+    def to_json(self) -> dict[str, object]:
+        return {k: v for k, v in (("cpu_count", self.cpus), ("host_device_count", self.host_devices),
+                                  ("autotune_results", self.autotune_results or None)) if v is not None}
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
-        """`base` as a process entering this setup sees it (XLA_FLAGS with the device count)."""
+        """`base` as a process entering this setup sees it (XLA_FLAGS with the device count and the
+        autotune results file)."""
         env = dict(base)
         if self.host_devices is not None:
-            env["XLA_FLAGS"] = with_host_devices(base.get("XLA_FLAGS", ""), self.host_devices)
+            env["XLA_FLAGS"] = with_host_devices(env.get("XLA_FLAGS", ""), self.host_devices)
+        if self.autotune_results:
+            env["XLA_FLAGS"] = with_flag(env.get("XLA_FLAGS", ""), AUTOTUNE_FLAG,
+                                         autotune_file(self.autotune_results))
         return env
 
     def affinity(self) -> tuple[int, ...] | None:
@@ -70,20 +98,25 @@ class ProcessSetup:
             parts.append(f"CPU affinity {','.join(map(str, self.affinity() or ()))} ({self.cpus} CPU(s))")
         if self.host_devices is not None:
             parts.append(f"XLA_FLAGS {HOST_DEVICES_FLAG}={self.host_devices}")
+        if self.autotune_results:
+            parts.append(f"XLA's autotune results {hashlib.sha256(self.autotune_results.encode()).hexdigest()[:12]}")
         return " and ".join(parts) or "no process setup"
+
+    def _flags(self) -> str:
+        return self.environment({}).get("XLA_FLAGS", "")
 
     def launch_environment(self) -> dict[str, object]:
         """What a launcher sets: the CPUs of the affinity and XLA_FLAGS."""
         environment: dict[str, object] = {}
         if self.cpus is not None:
             environment["cpu_affinity"] = list(self.affinity() or ())
-        if self.host_devices is not None:
-            environment["XLA_FLAGS"] = f"{HOST_DEVICES_FLAG}={self.host_devices}"
+        if self._flags():
+            environment["XLA_FLAGS"] = self._flags()
         return environment
 
     def launch_prefix(self) -> str:
         """A shell prefix that starts a program in this setup without xtat."""
-        parts = [f"XLA_FLAGS={HOST_DEVICES_FLAG}={self.host_devices}"] if self.host_devices is not None else []
+        parts = [f"XLA_FLAGS={shlex.quote(self._flags())}"] if self._flags() else []
         if self.cpus is not None:
             parts.append(f"taskset -c {','.join(map(str, self.affinity() or ()))}")
         return " ".join(parts)
@@ -112,7 +145,7 @@ class ProcessSetup:
         if not text:
             return cls()
         values = json.loads(text)
-        return cls(values.get("cpu_count"), values.get("host_device_count"))
+        return cls(values.get("cpu_count"), values.get("host_device_count"), values.get("autotune_results", ""))
 
 
 @dataclass(frozen=True)

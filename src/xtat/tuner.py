@@ -21,8 +21,9 @@ from xtat.model.objectives import pareto_front
 from xtat.runner.base import Runner
 from xtat.runner.load import LoadMonitor
 from xtat.space.space import config_key
-from xtat.stages.base import Context
+from xtat.stages.base import Context, concretize
 from xtat.stages.registry import make_stages
+from xtat.stages.tiles import pin_autotuning
 from xtat.status import RunStatus, TrialStatus
 from xtat.store.base import Storage
 from xtat.store.records import Trial
@@ -112,12 +113,14 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
     searched = [stage for stage in stages if stage.name in settings.stages]
     workload = captured.workload
     context = Context(*workload.bound(), identity.env["platform"],
-                      settings.allow_numerics_change, settings.options, runner.passes_that_ran)
+                      settings.allow_numerics_change, settings.options, runner.passes_that_ran,
+                      runner.autotune_results)
     run = RunContext(store, runner, captured, workload_id, run_id, settings, tuple(stages), owner)
     with Heartbeat(store, run.owner, settings.lease_s):
         search = SearchLoop(run, on_trial, learn_from)
         try:
             monitor = LoadMonitor(runner.pids)
+            pin_autotuning(stages, context)  # on GPU, before anything is measured
             search.consider({})  # the default first, always
             formulate(search, searched, context, settings)
             search_load = monitor.report()
@@ -182,7 +185,10 @@ def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) ->
             finalists=adoption.finalists, no_ops=list(search.no_ops), notes=notes,
             confirmation=best.confirmation if best else None, search_load=search_load, **call)
         speedup = (result.speedup, *result.speedup_ci) if result.finalists else None
+        detail = {"summary": result.decision_json(), "verification": runner.budget.to_json(), "basis": basis}
+        autotune_results = concretize(run.stages, result.best_config).process.autotune_results
+        if result.adopted and autotune_results:  # on GPU: XLA's pinned choices with the tuned tiles
+            detail["autotune_results"] = autotune_results
         store.add_result(workload_id, run.run_id, result.adopted, result.best_config, result.default_ms / 1e3,
-                         result.best_ms / 1e3, speedup, {"summary": result.decision_json(),
-                                                         "verification": runner.budget.to_json(), "basis": basis})
+                         result.best_ms / 1e3, speedup, detail)
     return result

@@ -109,12 +109,14 @@ def environment_identity() -> dict[str, str]:
     vendor, model and instruction-set extensions are added (a config tuned
     with AVX-512 code generation must not apply on an ARM host); on GPU the
     compute capability and the CUDA runtime, driver and cuDNN versions. Also the platform version and
-    the XLA flags in force, less the host device count, which is a runtime decision of its own.
+    the XLA flags in force, less the host device count and the autotune results file, which are
+    decisions of their own (the runtime and tiles stages').
     """
-    from xtat.candidate import HOST_DEVICES_FLAG
+    from xtat.candidate import AUTOTUNE_FLAG, HOST_DEVICES_FLAG
 
     device = jax.devices()[0]
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(HOST_DEVICES_FLAG + "=")]
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
+             if not f.startswith((HOST_DEVICES_FLAG + "=", AUTOTUNE_FLAG + "="))]
     env = {
         "platform": device.platform,
         "device_kind": device.device_kind,

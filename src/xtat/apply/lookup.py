@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from xtat.candidate import Candidate
-from xtat.errors import StoreError
+from xtat.candidate import AUTOTUNE_FLAG, Candidate, autotune_file
+from xtat.errors import StoreError, UserError
 from xtat.space.space import config_key
 from xtat.store.records import Result, WorkloadRecord
 from xtat.store.sql import Store, default_location, sqlite_path
@@ -41,14 +41,19 @@ class Lookup:
     result_id: int | None = None
     candidate: Candidate = field(default_factory=Candidate)  # every stage's part of the adopted config
 
-    @property
+    @functools.cached_property
     def options(self) -> dict[str, object]:
-        return self.candidate.compile_options
+        """The compile options, with (on GPU) the recorded autotune results as a file XLA loads. XLA loads
+        such a file once per process, at the first compile that names one."""
+        results = self.candidate.process.autotune_results
+        if not results:
+            return self.candidate.compile_options
+        return {**self.candidate.compile_options, AUTOTUNE_OPTION: str(autotune_file(results))}
 
     @functools.cached_property
     def config(self) -> str:
         """The deployed config as one key: signatures with equal keys share a jax.jit."""
-        return config_key({"program": self.candidate.program, "options": self.candidate.compile_options})
+        return config_key({"program": self.candidate.program, "options": self.options})
 
     @property
     def reason(self) -> str:
@@ -87,6 +92,9 @@ def lookup(identity: Identity, db: str | Path | None) -> Lookup:
         store.close()
 
 
+AUTOTUNE_OPTION = AUTOTUNE_FLAG.removeprefix("--")
+
+
 class Unvetted(Exception):
     """A stored config that may not be applied here; the message says why."""
 
@@ -97,17 +105,31 @@ def vetted(store: Store, record: WorkloadRecord, result: Result) -> Candidate:
 
     found = refusals(result.config, str(record.env.get("platform", "")), store.run_settings(result.run_id),
                      [(t.config_key, t.status) for t in store.trials(record.id)])
+    autotune_results = result.detail.get("autotune_results", "")
+    if not isinstance(autotune_results, str):
+        found.append("the result's autotune results are not text")
+    elif autotune_results and record.env.get("platform") not in ("gpu", "cuda", "rocm"):
+        found.append(f"the result carries GPU autotune results but was tuned on {record.env.get('platform')!r}")
     if found:
         raise Unvetted("; ".join(found))
-    return deployment(result.config)
+    try:
+        return deployment(result.config, autotune_results)
+    except (UserError, ValueError) as exc:  # a results file XLA's schema refuses, or tiles it lacks
+        raise Unvetted(str(exc)) from None
 
 
-def deployment(config: dict) -> Candidate:
-    """What an adopted config asks of production: rewrites, compile options, environment."""
+def deployment(config: dict, autotune_results: str = "") -> Candidate:
+    """What an adopted config asks of production: rewrites, compile options, environment (with, on GPU,
+    the autotune results recorded with it, XLA's choices and the tuned tiles)."""
     from xtat.stages.base import concretize
     from xtat.stages.registry import make_stages
+    from xtat.stages.tiles import TilesStage
 
-    return concretize(make_stages(), config)
+    stages = make_stages()
+    for stage in stages:
+        if isinstance(stage, TilesStage):
+            stage.pin_to(autotune_results)
+    return concretize(stages, config)
 
 
 def mark_rejected(db: str | Path | None, result_id: int | None, reason: str) -> None:

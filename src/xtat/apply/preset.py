@@ -113,6 +113,9 @@ def xla_flags(entries: list[PresetEntry]) -> str:
                         f"exported have different options ({', '.join(e.name for e in entries)}); "
                         "export one with --workload NAME, or use --preset python or json")
     entry = entries[0]
+    if "autotune_results" in entry.environment:
+        raise UserError(f"{entry.name}'s adopted config carries XLA's autotune results, a file XLA_FLAGS can only "
+                        "name; use --preset python or json, which carry them, or `xtat run`")
     build = sorted(set(entry.compile_options) & _BUILD_OPTIONS)
     if build:
         raise UserError(f"{build} are build options, which XLA_FLAGS cannot set; use --preset python or json")
@@ -139,7 +142,9 @@ Written by `xtat export --preset python` from {source}. Use:
 
 PROGRAM_REWRITES are decisions a compile option cannot express; `xtat.jit`
 applies them. ENVIRONMENT holds runtime decisions (CPU count, host device
-count): start the process with `xtat run`, or with taskset and XLA_FLAGS.
+count): start the process with `xtat run`, or with taskset and XLA_FLAGS; and,
+on GPU, `autotune_results`, XLA's tile choices, which `jit` below hands to XLA
+as a file (XLA loads one such file per process, at the first compile naming one).
 TUNED_UNDER says where each config was measured: on other versions or
 devices it may be slower, never wrong.
 """
@@ -159,7 +164,21 @@ def jit(fn, name=None, **jit_kwargs):
     """jax.jit(fn, compiler_options=COMPILER_OPTIONS[name or fn.__name__], **jit_kwargs)."""
     import jax
 
-    return jax.jit(fn, compiler_options=COMPILER_OPTIONS[name or fn.__name__], **jit_kwargs)
+    name = name or fn.__name__
+    options = dict(COMPILER_OPTIONS[name])
+    results = ENVIRONMENT.get(name, {{}}).get("autotune_results")
+    if results:
+        import hashlib
+        import os
+        import tempfile
+
+        path = os.path.join(tempfile.gettempdir(), "xtat-autotune-%s.textproto"
+                            % hashlib.sha256(results.encode()).hexdigest()[:16])
+        with open(path + ".partial", "w") as handle:
+            handle.write(results)
+        os.replace(path + ".partial", path)
+        options["xla_gpu_load_autotune_results_from"] = path
+    return jax.jit(fn, compiler_options=options, **jit_kwargs)
 '''
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from dataclasses import asdict
@@ -427,6 +428,9 @@ def model_report(db: str | None = DbOption,
 
 def main() -> None:
     warnings.filterwarnings("ignore", message=".*os.fork.*")
+    # On GPU the tuner shares its device with its workers: it must not take 75% of the memory at
+    # start, as jax does by default (read when the backend starts, which is later than this).
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     app()
 
 

@@ -106,6 +106,11 @@ class Runner(Protocol):
         """HLO passes that changed the candidate's program."""
         ...
 
+    def autotune_results(self, candidate: Candidate) -> str:
+        """XLA:GPU's autotune results for the candidate's program (text of xla.AutotuneResults),
+        compiled in a fresh process so that nothing autotuned before is in them; "" where XLA wrote none."""
+        ...
+
     def discard(self, candidate: Candidate) -> None:
         """Its worker's state is suspect (after an out-of-memory): the next build starts fresh."""
         ...

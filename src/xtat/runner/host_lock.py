@@ -15,9 +15,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+GPU_PLATFORMS = frozenset({"gpu", "cuda", "rocm"})
 
-def host_lock_path(platform: str, device: int = 0) -> Path:
-    return Path(tempfile.gettempdir()) / f"xtat-measure-{platform}-{device}.lock"
+
+def measured_device(platform: str) -> str | None:
+    """On GPU, the one device a run's workers see (`CUDA_VISIBLE_DEVICES`): the first this process
+    may use. A worker that saw every GPU would time on one and hold memory on all."""
+    if platform not in GPU_PLATFORMS:
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    return visible.split(",")[0] if visible else "0"
+
+
+def host_lock_path(platform: str, device: str | None = None) -> Path:
+    """The lock of one device: per GPU on a GPU host, one for the host's CPUs otherwise."""
+    return Path(tempfile.gettempdir()) / f"xtat-measure-{platform}-{device or 0}.lock"
 
 
 @contextmanager

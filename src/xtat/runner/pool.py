@@ -45,7 +45,7 @@ def die_with_parent() -> None:
 class WorkerProcess:
     """One `python -m xtat.runner.worker` in its own process group."""
 
-    def __init__(self, setup: ProcessSetup, log_path: Path):
+    def __init__(self, setup: ProcessSetup, log_path: Path, device: str | None = None):
         self.log_path = log_path
         self._log = open(log_path, "ab")
         base = os.environ.copy()
@@ -54,6 +54,11 @@ class WorkerProcess:
         base["JAX_ENABLE_COMPILATION_CACHE"] = "false"
         base["PYTHONUNBUFFERED"] = "1"
         base[_PARENT_VARIABLE] = str(os.getpid())
+        if device is not None:  # one GPU per worker: it times on that one and holds memory on no other
+            base["CUDA_VISIBLE_DEVICES"] = device
+            # jax takes 75% of a GPU's memory at start by default; several workers (and the tuner) share
+            # the device, so each takes what it uses and gives it back when it is closed.
+            base["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "xtat.runner.worker"],
             stdin=subprocess.PIPE,
@@ -158,10 +163,15 @@ class WorkerProcess:
 
 
 class Pool:
-    """Long-lived workers, one per process setup; a dead one is replaced on demand."""
+    """Long-lived workers, one per process setup; a dead one is replaced on demand. A candidate's
+    worker is started only after the least recently used are closed down to `MAX_WORKERS` (each set
+    of autotune results is a process of its own, and each holds device memory)."""
 
-    def __init__(self, log_dir: Path):
+    MAX_WORKERS = 4
+
+    def __init__(self, log_dir: Path, device: str | None = None):
         self.log_dir = log_dir
+        self.device = device
         self._workers: dict[ProcessSetup, WorkerProcess] = {}
         self._started = 0
 
@@ -169,9 +179,13 @@ class Pool:
         """The live worker for this setup, and whether it was just started."""
         worker = self._workers.get(setup)
         if worker is not None and worker.alive():
+            self._workers[setup] = self._workers.pop(setup)  # most recently used last
             return worker, False
         if worker is not None:
             worker.kill()
+        # Only here, one candidate at a time: `fresh` alone serves placements, whose workers are all in use.
+        while len(self._workers) >= self.MAX_WORKERS:
+            self._workers.pop(next(iter(self._workers))).close()
         return self.fresh(setup), True
 
     def live(self, setup: ProcessSetup = ProcessSetup()) -> WorkerProcess | None:
@@ -184,7 +198,7 @@ class Pool:
         if old is not None:
             old.close()
         self._started += 1
-        worker = WorkerProcess(setup, self.log_dir / f"worker-{self._started}.log")
+        worker = WorkerProcess(setup, self.log_dir / f"worker-{self._started}.log", self.device)
         self._workers[setup] = worker
         return worker
 

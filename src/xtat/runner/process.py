@@ -40,11 +40,11 @@ class ProcessRunner:
     def __init__(self, folder: Path, exported: bytes, inputs: list[np.ndarray],
                  verify_inputs: list[np.ndarray] | None, export_rewritten: Callable[[dict], bytes],
                  startup_deadline_s: float, deadline_factor: float, min_deadline_s: float,
-                 measure_lock: Path | None = None):
+                 measure_lock: Path | None = None, device: str | None = None):
         self.folder = folder
         self.node = socket.gethostname()
         self.measure_lock = measure_lock  # held while timing (`runner.host_lock`)
-        self.pool = Pool(folder)
+        self.pool = Pool(folder, device)  # on GPU every worker sees only `device`
         self._export_rewritten = export_rewritten
         self.startup_deadline_s = startup_deadline_s
         self.deadline_factor = deadline_factor
@@ -204,6 +204,19 @@ class ProcessRunner:
         names = {m.group(1) for path in dump.glob("*.txt")
                  for m in [re.search(r"\.after_(.+?)\.before_", path.name)] if m}
         return sorted(names - {"pipeline-start"})
+
+    def autotune_results(self, candidate: Candidate) -> str:
+        """XLA's autotune results for the candidate, dumped by a compile in a fresh worker (its in-process
+        autotune cache empty) that loads no results of its own; "" where XLA wrote none (not on GPU)."""
+        dump = self.folder / f"autotune-{time.monotonic_ns()}.textproto"
+        probe = replace(candidate.with_options(xla_gpu_dump_autotune_results_to=str(dump)),
+                        process=replace(candidate.process, autotune_results=""))
+        self._worker(probe.process, fresh=True)
+        reply = self.build("autotune-probe", probe)
+        self.pool.discard(probe.process)  # its autotune cache must not serve a later candidate
+        if isinstance(reply, p.Failed):
+            raise UserError(f"compiling the program to read XLA's autotune results failed: {_why(reply)}")
+        return dump.read_text() if dump.exists() else ""
 
     # -- interleaved timing across workers -----------------------------------------
 

@@ -52,14 +52,15 @@ class NodeWorker:
 
     def __init__(self, exported: bytes, inputs: list, verify_inputs: list | None, platform: str,
                  deadlines: tuple[float, float, float]):
-        from xtat.runner.host_lock import host_lock_path
+        from xtat.runner.host_lock import host_lock_path, measured_device
         from xtat.runner.process import OWNER_FILE, ProcessRunner
 
         folder = Path(tempfile.mkdtemp(prefix="xtat-ray-"))
         (folder / OWNER_FILE).write_text(str(os.getpid()))  # removed by a later run once this process is gone
         self._programs: dict[str, bytes] = {}
         self.runner = ProcessRunner(folder, exported, inputs, verify_inputs, lambda program:
-                                    self._programs[_digest(program)], *deadlines, host_lock_path(platform))
+                                    self._programs[_digest(program)], *deadlines,
+                                    host_lock_path(platform, measured_device(platform)), measured_device(platform))
         self.runner.node = node_name()
 
     def describe(self) -> dict[str, Any]:

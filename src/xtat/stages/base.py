@@ -27,6 +27,8 @@ class Context:
     options: tuple[str, ...] | None  # restriction of the codegen stage (--options)
     # Names of the HLO passes that changed the program under a candidate (compiled in a worker).
     passes_that_ran: Callable[[Candidate], list[str]]
+    # XLA:GPU's autotune results for a candidate's program (compiled in a fresh worker); "" elsewhere.
+    autotune_results: Callable[[Candidate], str]
 
 
 class Stage(Protocol):

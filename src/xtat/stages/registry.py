@@ -12,12 +12,14 @@ from xtat.stages.codegen import CodegenStage
 from xtat.stages.passes import PassesStage
 from xtat.stages.program.stage import ProgramStage
 from xtat.stages.runtime import RuntimeStage
+from xtat.stages.tiles import TilesStage
 
 STAGES: tuple[type[Stage], ...] = (
     RuntimeStage,
     ProgramStage,
     PassesStage,
     CodegenStage,
+    TilesStage,
 )
 STAGE_ORDER: tuple[str, ...] = tuple(stage.name for stage in STAGES)
 

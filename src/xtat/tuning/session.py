@@ -13,7 +13,7 @@ from typing import Any
 
 from xtat.arguments import export_flat
 from xtat.errors import UserError
-from xtat.runner.host_lock import host_lock_path
+from xtat.runner.host_lock import host_lock_path, measured_device
 from xtat.runner.process import OWNER_FILE, ProcessRunner
 from xtat.source import Source, is_source
 from xtat.tuning.settings import TuneSettings
@@ -49,12 +49,14 @@ def open_runner(captured: Capture, settings: TuneSettings, *, verify_inputs: boo
     """Workers for `captured` in a private folder; every worker stops and the folder goes on exit.
     Without `verify_inputs` the second input set is not sent (nothing will be re-verified)."""
     remove_abandoned_folders()
+    platform = captured.identity.env["platform"]
+    device = measured_device(platform)
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     (folder / OWNER_FILE).write_text(str(os.getpid()))
     runner = ProcessRunner(folder, captured.exported, captured.inputs,
                       captured.verify_inputs if verify_inputs else None, rewritten_exporter(captured),
                       settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s,
-                      host_lock_path(captured.identity.env["platform"]))
+                      host_lock_path(platform, device), device)
     try:
         yield runner
     finally:

@@ -9,13 +9,12 @@ matches the XLA that will compile the candidates.
 from __future__ import annotations
 
 import functools
-import os
-import re
 from dataclasses import dataclass
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from xtat.protowire import fields, read_varint
+from xtat.protowire import fields
+from xtat.xla_schema import embedded_file_descriptor, jaxlib_blob
 
 _F = descriptor_pb2.FieldDescriptorProto
 
@@ -27,41 +26,6 @@ class OptionInfo:
     repeated: bool
     enum_values: tuple[str, ...] = ()
     default: object = None
-
-
-def _embedded_file_descriptor(blob: bytes, proto_path: str) -> descriptor_pb2.FileDescriptorProto:
-    """Find a serialized FileDescriptorProto in a binary by its leading name field.
-
-    The blob has no length prefix, so walk top-level fields (numbers 1..14,
-    varint or length-delimited) until a byte sequence stops looking like one.
-    """
-    head = b"\n" + bytes([len(proto_path)]) + proto_path.encode()
-    match = re.search(re.escape(head), blob)
-    if match is None:
-        raise RuntimeError(f"descriptor of {proto_path} not found in jaxlib")
-    start = i = match.start()
-    while i < len(blob):
-        tag, j = read_varint(blob, i)
-        number, wire = tag >> 3, tag & 7
-        if not 1 <= number <= 14 or wire not in (0, 2):
-            break
-        length, j = read_varint(blob, j)
-        i = j + length if wire == 2 else j
-    return descriptor_pb2.FileDescriptorProto.FromString(blob[start:i])
-
-
-def _jaxlib_blob() -> bytes:
-    import jaxlib
-
-    folder = os.path.dirname(jaxlib.__file__)
-    for name in ("libjax_common.so", "_jax.so", "xla_extension.so"):
-        path = os.path.join(folder, name)
-        if os.path.exists(path):
-            with open(path, "rb") as handle:
-                blob = handle.read()
-            if b"xla/xla.proto" in blob:
-                return blob
-    raise RuntimeError("no jaxlib library embeds xla/xla.proto")
 
 
 def _debug_options_class(debug: descriptor_pb2.DescriptorProto):
@@ -113,10 +77,24 @@ _KINDS = {
 }
 
 
+# Options jax passes on ExecutableBuildOptions rather than DebugOptions (`compiler_options` takes both).
+BUILD_OPTIONS = ("optimization_level", "memory_fitting_level")
+
+
+@functools.cache
+def build_options() -> dict[str, OptionInfo]:
+    """The searched ExecutableBuildOptions fields, with the defaults of a default CompileOptions."""
+    from jax._src.lib import xla_client
+
+    build = xla_client.CompileOptions().executable_build_options
+    return {name: OptionInfo(name, "int", False, (), getattr(build, name)) for name in BUILD_OPTIONS
+            if hasattr(build, name)}
+
+
 @functools.cache
 def debug_options() -> dict[str, OptionInfo]:
     """Every scalar or enum DebugOptions field of the installed XLA, by name."""
-    file = _embedded_file_descriptor(_jaxlib_blob(), "xla/xla.proto")
+    file = embedded_file_descriptor(jaxlib_blob(), "xla/xla.proto")
     debug = next(m for m in file.message_type if m.name == "DebugOptions")
     enums = {f".xla.DebugOptions.{e.name}": e for e in debug.enum_type}
     enums.update({f".xla.{e.name}": e for e in file.enum_type})

@@ -19,6 +19,9 @@ class CuratedOption:
     values: tuple  # candidate values; the installed default is added if absent
     relaxes_numerics: bool = False
     why: str = ""
+    # Changes what XLA:GPU's autotuner would choose: a candidate that sets it autotunes afresh
+    # instead of loading the run's pinned autotune results (stages.tiles).
+    replaces_autotuning: bool = False
 
 
 _FUSION = "LIBRARY_FUSION_TYPE_"
@@ -58,17 +61,42 @@ CPU: tuple[CuratedOption, ...] = (
                   why="min/max without NaN propagation"),
 )
 
-# Listed for GPU; not yet run on hardware from this project (see README).
+# XLA:GPU. Not yet run on GPU hardware from this project (see README); names and types are checked
+# against the installed XLA's catalog in the default test run. `optimization_level` and
+# `memory_fitting_level` are build options (jax passes them on ExecutableBuildOptions; values are
+# jax's EffortLevel O0..O3). This XLA has no TF32 switch: jax's default matmul precision already
+# lets XLA use TF32; the bf16 dot algorithm is the numerics-relaxing matmul option it has.
+_EFFORT = (9, 19, 29, 39)
+_COMMAND = "FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CONDITIONAL"
 GPU: tuple[CuratedOption, ...] = (
-    CuratedOption("xla_gpu_autotune_level", (0, 1, 2, 3, 4), why="GEMM/conv autotuning depth"),
-    CuratedOption("xla_gpu_enable_triton_gemm", (False, True)),
-    CuratedOption("xla_gpu_triton_gemm_any", (False, True)),
-    CuratedOption("xla_gpu_enable_cublaslt", (False, True)),
+    CuratedOption("xla_gpu_autotune_level", (0, 1, 2, 3, 4), why="GEMM/conv autotuning depth",
+                  replaces_autotuning=True),
+    CuratedOption("xla_gpu_exhaustive_tiling_search", (False, True), why="every tile config, not the per-arch list",
+                  replaces_autotuning=True),
+    CuratedOption("xla_gpu_cublas_fallback", (False, True), why="cuBLAS among the autotuner's GEMM candidates",
+                  replaces_autotuning=True),
+    CuratedOption("xla_gpu_enable_triton_gemm", (False, True), why="GEMM fusions emitted by Triton"),
+    CuratedOption("xla_gpu_triton_gemm_any", (False, True), why="Triton for any GEMM it supports"),
+    CuratedOption("xla_gpu_enable_cublaslt", (False, True), why="cuBLASLt for library GEMMs"),
+    CuratedOption("xla_gpu_cudnn_gemm_fusion_level", (0, 1, 2, 3), why="GEMM fusions handed to cuDNN"),
+    CuratedOption("xla_gpu_enable_command_buffer", ("", "FUSION", _COMMAND), why="CUDA graphs for these commands"),
+    CuratedOption("xla_gpu_graph_min_graph_size", (1, 2, 5, 10, 20), why="smallest CUDA graph worth building"),
     CuratedOption("xla_gpu_enable_latency_hiding_scheduler", (False, True)),
     CuratedOption("xla_gpu_enable_while_loop_double_buffering", (False, True)),
-    CuratedOption("xla_gpu_exhaustive_tiling_search", (False, True)),
-    CuratedOption("xla_gpu_enable_reduction_epilogue_fusion", (False, True)),
+    CuratedOption("xla_gpu_enable_while_loop_unrolling",
+                  ("WHILE_LOOP_UNROLLING_NO_UNROLL", "WHILE_LOOP_UNROLLING_DOUBLE_BUFFER",
+                   "WHILE_LOOP_UNROLLING_AUTO_UNROLL"), why="while-loop unrolling"),
+    CuratedOption("xla_gpu_experimental_enable_fusion_block_level_rewriter", (False, True),
+                  why="Triton emitter for non-GEMM fusions"),
+    CuratedOption("xla_gpu_experimental_enable_triton_heroless_priority_fusion", (False, True),
+                  why="fusion emitter choice for fusions without a hero"),
+    CuratedOption("optimization_level", _EFFORT, why="XLA's compile effort (build option)"),
+    CuratedOption("memory_fitting_level", _EFFORT, why="effort to fit in device memory (build option)"),
+    # Numerics-relaxing: only with --allow-numerics-change and a tolerance.
     CuratedOption("xla_gpu_enable_fast_min_max", (False, True), relaxes_numerics=True),
+    CuratedOption("xla_gpu_default_to_alg_dot_bf16_bf16_f32", (False, True), relaxes_numerics=True,
+                  why="f32 dots computed with bf16 inputs"),
 )
+REPLACES_AUTOTUNING = frozenset(c.name for c in GPU if c.replaces_autotuning)
 
 BY_PLATFORM: dict[str, tuple[CuratedOption, ...]] = {"cpu": CPU, "gpu": GPU, "cuda": GPU, "rocm": GPU}

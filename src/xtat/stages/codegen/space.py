@@ -44,7 +44,7 @@ def codegen_space(platform: str, allow_numerics_change: bool = False, only: tupl
 
     `only` restricts the space to the named curated options.
     """
-    options = catalog.debug_options()
+    options = {**catalog.debug_options(), **catalog.build_options()}
     if only is not None:
         curated_names = {c.name for c in BY_PLATFORM.get(platform, ())}
         unknown = sorted(set(only) - curated_names)

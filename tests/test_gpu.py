@@ -1,0 +1,293 @@
+"""GPU code paths, on CPU: autotune-results files, the tiles stage, the GPU codegen space, pinned
+autotuning and its deployment, workers pinned to one device.
+
+The autotune results come from the recorded fixture `fixtures/autotune/h200-fusions.textproto`
+(its README says where it comes from); its schema is the installed jaxlib's own. Nothing here
+needs a GPU; `scripts/gpu-check` runs the rest on one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tiny import tiny_mlp
+from xtat.apply.lookup import AUTOTUNE_OPTION, Found, Lookup, deployment
+from xtat.candidate import AUTOTUNE_FLAG, Candidate, ProcessSetup
+from xtat.errors import UserError
+from xtat.runner.host_lock import host_lock_path, measured_device
+from xtat.runner.pool import Pool
+from xtat.runner.process import ProcessRunner
+from xtat.stages.base import Context
+from xtat.stages.codegen import CodegenStage
+from xtat.stages.codegen.space import codegen_space
+from xtat.stages.registry import STAGE_ORDER, make_stages
+from xtat.stages.tiles import TilesStage, results
+from xtat.workload import capture, environment_identity
+
+FIXTURE = Path(__file__).parent / "fixtures" / "autotune" / "h200-fusions.textproto"
+MLP, ATTENTION, TINY = "mlp", "attention", "tiny"
+
+
+@pytest.fixture(scope="module")
+def recorded() -> str:
+    return FIXTURE.read_text()
+
+
+@pytest.fixture(scope="module")
+def fusions(recorded) -> dict[str, results.TilePoint]:
+    """The fixture's Triton fusions by what their dot is."""
+    by_m = {256: MLP, 128: ATTENTION, 16: TINY}
+    return {by_m[p.sizes.m]: p for p in results.contents(recorded).tiles if p.sizes is not None}
+
+
+def _context(platform: str, probe=lambda candidate: "") -> Context:
+    return Context(lambda: None, (), {}, platform, False, None, lambda candidate: [], probe)
+
+
+def _tiles(stages) -> TilesStage:
+    return next(stage for stage in stages if isinstance(stage, TilesStage))
+
+
+# -- the file ------------------------------------------------------------------------
+
+
+def test_the_recorded_file_is_read_with_xlas_own_schema(recorded, fusions):
+    found = results.contents(recorded)
+    assert found.kinds == {"triton": 3, "gemm": 1}  # the cuBLAS fusion is no tile point
+    assert fusions[MLP].sizes == results.DotSizes(m=256, n=1024, k=512)
+    assert fusions[ATTENTION].sizes == results.DotSizes(m=128, n=128, k=64)  # batch dimension left out
+    assert fusions[MLP].chosen == {"block_m": 64, "block_n": 128, "block_k": 32, "split_k": 1,
+                                   "num_stages": 3, "num_warps": 4}
+    assert fusions[MLP].device.startswith("CUDA: 9.0")
+    with pytest.raises(results.ResultsError, match="not an XLA autotune-results text"):
+        results.parse(recorded.replace("block_m", "block_q", 1))
+
+
+def test_fusion_ids_are_hashes_of_the_fusion_hlo_and_survive_a_rewrite(recorded, fusions):
+    again = results.contents(results.render(results.parse(recorded)))
+    assert {p.id for p in again.tiles} == {p.id for p in fusions.values()}
+    assert fusions[MLP].id == results.fusion_id(fusions[MLP].hlo)
+    assert results.fusion_id(fusions[MLP].hlo.replace("256", "257")) != fusions[MLP].id
+    assert len({p.id for p in fusions.values()}) == 3
+
+
+def test_offered_values_are_xlas_exhaustive_ranges_bounded_by_the_dot(fusions):
+    attention = fusions[ATTENTION]  # M=N=128, K=64
+    assert attention.values("block_k") == (64, 16, 32)  # XLA's choice first; no block beyond K
+    assert attention.values("block_m") == (32, 16, 64, 128)
+    assert attention.values("split_k") == (1, 2, 4)  # K / 16
+    assert attention.values("num_warps") == (4, 2, 8, 16)
+    for point in fusions.values():
+        for parameter, allowed in results.PARAMETERS.items():
+            values = point.values(parameter)
+            assert values[0] == point.chosen[parameter] and set(values) <= set(allowed) | {values[0]}
+
+
+def test_with_tiles_edits_exactly_the_named_fusion(recorded, fusions):
+    mlp, attention = fusions[MLP], fusions[ATTENTION]
+    edited = results.with_tiles(recorded, {results.decision_id(mlp.id, "block_n"): 256,
+                                           results.decision_id(mlp.id, "num_warps"): 8})
+    after = {p.id: p for p in results.contents(edited).tiles}
+    assert after[mlp.id].chosen == {**mlp.chosen, "block_n": 256, "num_warps": 8}
+    assert after[attention.id].chosen == attention.chosen
+    message = results.parse(edited)
+    edited_entry = next(e for e in message.results if results.fusion_id(e.hlo) == mlp.id)
+    assert not edited_entry.result.HasField("run_time")  # XLA's timing was of its own choice
+    gemm = [e for e in message.results if e.result.WhichOneof("key") == "gemm"]
+    assert len(gemm) == 1 and gemm[0].result.gemm.algorithm == -1
+    assert results.with_tiles(recorded, {}) == results.render(results.parse(recorded))
+
+
+@pytest.mark.parametrize("values, refusal", [
+    ({"fusion-000000000000/block_m": 64}, "hold no Triton fusion"),
+    ({"{mlp}/block_m": 48}, "not one of XLA's values"),
+    ({"{mlp}/block_m": True}, "not one of XLA's values"),
+    ({"{mlp}/unroll": 2}, "is not a tile decision"),
+    ({"mlp/block_m": 64}, "is not a tile decision"),
+])
+def test_with_tiles_refuses_what_xla_would_not_take(recorded, fusions, values, refusal):
+    values = {key.format(mlp=fusions[MLP].id): value for key, value in values.items()}
+    with pytest.raises(results.ResultsError, match=refusal):
+        results.with_tiles(recorded, values)
+
+
+def test_merged_adds_only_fusions_the_pin_lacks(recorded, fusions):
+    message = results.parse(recorded)
+    first, rest = results.parse(recorded), results.parse(recorded)
+    del first.results[1:]
+    del rest.results[:1]
+    rest.results[0].result.triton.block_m = 16  # a later dump's choice does not replace the pin's
+    merged = results.contents(results.merged(results.render(first), results.render(message)))
+    assert len(merged.tiles) == 3
+    kept = results.contents(results.merged(recorded, results.render(rest)))
+    assert {p.id: p.chosen for p in kept.tiles} == {p.id: p.chosen for p in fusions.values()}
+
+
+# -- the stage -----------------------------------------------------------------------
+
+
+def test_tiles_stage_is_last_and_offers_every_parameter_of_every_triton_fusion(recorded, fusions):
+    assert STAGE_ORDER[-1] == "tiles" and STAGE_ORDER.index("codegen") < STAGE_ORDER.index("tiles")
+    probed: list[Candidate] = []
+    context = _context("cuda", lambda candidate: probed.append(candidate) or recorded)
+    stage = _tiles(make_stages())
+    stage.pin(context)
+    assert stage.pinned == recorded and probed == [Candidate()]  # the default's results, dumped once
+    decisions = stage.discover(context, {}, [])
+    assert len(probed) == 1  # the default program: the pin's own fusions
+    expected = {results.decision_id(p.id, name): p.values(name) for p in fusions.values()
+                for name in results.PARAMETERS if len(p.values(name)) > 1}
+    assert {d.id: d.values for d in decisions} == expected
+    assert all(d.stage == "tiles" and d.default == d.values[0] for d in decisions)
+    assert stage.notes() == ["tiles: 3 fusion(s) with Triton tiles; left to XLA: 1 gemm"]
+
+
+def test_tiles_stage_dumps_again_for_a_program_earlier_stages_changed(recorded):
+    context = _context("cuda", lambda candidate: recorded if not candidate.compile_options else "")
+    stage = _tiles(make_stages())
+    stage.pin(context)
+    assert stage.discover(context, {"codegen": {"xla_gpu_enable_cublaslt": False}}, []) == []
+    assert "no results" in stage.notes()[0]
+
+
+def test_tiles_stage_has_nothing_off_gpu():
+    def probe(candidate):
+        raise AssertionError("no autotune results are dumped off GPU")
+
+    stage = _tiles(make_stages())
+    stage.pin(_context("cpu", probe))
+    assert stage.discover(_context("cpu", probe), {}, []) == [] and stage.pinned == ""
+    assert stage.apply({}, Candidate()) == Candidate()  # a CPU candidate is unchanged
+    with pytest.raises(UserError, match="need the autotune results"):
+        stage.apply({"fusion-000000000000/block_m": 64}, Candidate())
+
+
+def test_every_candidate_loads_the_pin_and_a_tile_config_edits_it(recorded, fusions):
+    stage = _tiles(make_stages())
+    stage.pin(_context("cuda", lambda candidate: recorded))
+    plain = stage.apply({}, Candidate())
+    assert plain.process.autotune_results == recorded  # the default too: XLA does not autotune again
+    tiled = stage.apply({results.decision_id(fusions[TINY].id, "block_m"): 16}, Candidate())
+    assert {p.id: p.chosen for p in results.contents(tiled.process.autotune_results).tiles}[fusions[TINY].id][
+        "block_m"] == 16
+    # Another autotuning level autotunes afresh: nothing pinned, and tiles have no say.
+    fresh = stage.apply({results.decision_id(fusions[TINY].id, "block_m"): 16},
+                        Candidate(compile_options={"xla_gpu_exhaustive_tiling_search": True}))
+    assert fresh.process.autotune_results == ""
+
+
+def test_tiles_vet_refuses_untrusted_values():
+    stage = TilesStage()
+    fusion = "fusion-0123456789ab"
+    assert stage.vet({f"{fusion}/block_m": 64}, "cuda", False) == []
+    assert "not one of XLA's values" in stage.vet({f"{fusion}/block_m": 65}, "cuda", False)[0]
+    assert "is for cpu" in stage.vet({f"{fusion}/block_m": 64}, "cpu", False)[0]
+    assert "not a tile decision" in stage.vet({"../../etc/passwd": 64}, "cuda", False)[0]
+
+
+# -- the process, the deploy path ------------------------------------------------------
+
+
+def test_a_process_setup_hands_xla_its_results_file(recorded, monkeypatch):
+    setup = ProcessSetup(autotune_results=recorded)
+    flags = setup.environment({"XLA_FLAGS": "--xla_dump_to=x"})["XLA_FLAGS"].split()
+    assert flags[0] == "--xla_dump_to=x" and flags[1].startswith(AUTOTUNE_FLAG + "=")
+    assert Path(flags[1].split("=", 1)[1]).read_text() == recorded
+    assert ProcessSetup.from_environment() == ProcessSetup()
+    monkeypatch.setenv("XTAT_PROCESS_SETUP", setup.variables()["XTAT_PROCESS_SETUP"])
+    assert ProcessSetup.from_environment() == setup  # what a worker or `xtat run` enters
+    # The file named in XLA_FLAGS is the tiles stage's decision, not part of the environment's identity.
+    monkeypatch.setenv("XLA_FLAGS", " ".join(flags))
+    assert environment_identity()["xla_flags"] == "--xla_dump_to=x"
+
+
+def test_deployment_applies_the_recorded_file_with_its_tiles(recorded, fusions):
+    decision = results.decision_id(fusions[MLP].id, "block_k")
+    final = results.with_tiles(recorded, {decision: 64})
+    candidate = deployment({"tiles": {decision: 64}, "codegen": {"xla_gpu_enable_cublaslt": False}}, final)
+    assert candidate.process.autotune_results == final
+    assert candidate.compile_options == {"xla_gpu_enable_cublaslt": False}
+    options = Lookup(Found.ADOPTED, candidate=candidate).options  # what xtat.jit compiles with
+    assert Path(str(options[AUTOTUNE_OPTION])).read_text() == final
+    assert Lookup(Found.ADOPTED, candidate=replace(candidate, process=ProcessSetup())).options == \
+        {"xla_gpu_enable_cublaslt": False}
+    with pytest.raises(results.ResultsError):
+        deployment({}, "results { device: 1 }")
+    with pytest.raises(UserError, match="need the autotune results"):
+        deployment({"tiles": {decision: 64}}, "")
+
+
+# -- the GPU codegen space ------------------------------------------------------------
+
+
+def test_gpu_codegen_space_is_typed_by_this_xla():
+    names = {d.id: d for d in codegen_space("cuda").decisions}
+    for expected in ("xla_gpu_autotune_level", "xla_gpu_exhaustive_tiling_search", "xla_gpu_enable_triton_gemm",
+                     "xla_gpu_cublas_fallback", "xla_gpu_enable_command_buffer", "xla_gpu_graph_min_graph_size",
+                     "xla_gpu_enable_latency_hiding_scheduler", "xla_gpu_enable_while_loop_double_buffering",
+                     "optimization_level", "memory_fitting_level"):
+        assert expected in names, expected
+    assert names["xla_gpu_autotune_level"].default == 4 and set(names["xla_gpu_autotune_level"].values) == \
+        {0, 1, 2, 3, 4}
+    assert names["optimization_level"].values == (0, 9, 19, 29, 39)  # jax's EffortLevel O0..O3
+    assert "" in names["xla_gpu_enable_command_buffer"].values  # CUDA graphs off
+    relaxing = {"xla_gpu_enable_fast_min_max", "xla_gpu_default_to_alg_dot_bf16_bf16_f32"}
+    assert not relaxing & set(names)
+    opted = {d.id: d for d in codegen_space("cuda", allow_numerics_change=True).decisions}
+    assert relaxing <= set(opted) and all(opted[name].relaxes_numerics for name in relaxing)
+    stage = CodegenStage()
+    assert stage.vet({"xla_gpu_dump_autotune_results_to": "/tmp/x"}, "cuda", True)
+    assert stage.vet({"xla_gpu_load_autotune_results_from": "/tmp/x"}, "cuda", True)
+    assert stage.vet({"xla_gpu_default_to_alg_dot_bf16_bf16_f32": True}, "cuda", False)
+    assert stage.vet({"xla_gpu_graph_min_graph_size": 20}, "cuda", False) == []
+
+
+# -- workers ---------------------------------------------------------------------------
+
+
+def test_gpu_workers_see_one_device_and_preallocate_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert measured_device("cuda") == "3" and measured_device("cpu") is None
+    assert host_lock_path("cuda", "3") != host_lock_path("cuda", "5")
+    pool = Pool(tmp_path, device="3")
+    try:
+        worker = pool.fresh(ProcessSetup())
+        environ = dict(item.split("=", 1) for item in
+                       Path(f"/proc/{worker.pid}/environ").read_text().split("\0") if "=" in item)
+        assert environ["CUDA_VISIBLE_DEVICES"] == "3" and environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    finally:
+        pool.close()
+
+
+def test_the_pool_closes_the_least_recently_used_worker(tmp_path, monkeypatch):
+    monkeypatch.setattr(Pool, "MAX_WORKERS", 2)
+    pool = Pool(tmp_path)
+    setups = [ProcessSetup(autotune_results=f"version: {n}") for n in range(3)]
+    try:
+        first, _ = pool.get(setups[0])
+        pool.get(setups[1])
+        assert pool.get(setups[0]) == (first, False)  # used again: now the most recent
+        pool.get(setups[2])
+        deadline = time.monotonic() + 10
+        while pool.live(setups[1]) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.live(setups[1]) is None and pool.live(setups[0]) is first
+        assert len(pool.pids()) == 2
+    finally:
+        pool.close()
+
+
+def test_the_autotune_probe_is_empty_on_cpu(tmp_path):
+    captured = capture(tiny_mlp())
+    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, None, lambda program: b"", 60.0, 10.0, 20.0)
+    try:
+        assert runner.autotune_results(Candidate()) == ""  # XLA:CPU has no autotuner to dump
+        assert not list(tmp_path.glob("autotune-*"))
+        assert os.path.exists(tmp_path / "program.bin")
+    finally:
+        runner.close()
