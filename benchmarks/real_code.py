@@ -42,7 +42,21 @@ def _module(path: Path):
     return module
 
 
-def serve(example: Path, db: str | None, min_sample_s: float) -> None:
+def _program(source: str):
+    """(step, (args, kwargs), jit options) of an example file, or of a TARGET as `xtat tune` names one
+    (`suite:gpt/train`), whose workload's function is the step."""
+    if source.endswith(".py"):
+        module = _module(Path(source))
+        return module.step, module.arguments(), module.JIT_OPTIONS
+    from xtat.targets import load_target
+
+    workload = load_target(source)
+    options = {name: getattr(workload, name) for name in ("static_argnums", "static_argnames", "donate_argnums",
+                                                          "donate_argnames") if getattr(workload, name) is not None}
+    return workload.fn, (workload.args, workload.kwargs or {}), options
+
+
+def serve(example: str, db: str | None, min_sample_s: float) -> None:
     """A fresh process holding one build of the example's step: `xtat.jit(step)` with the store
     (`db`), or plain `jax.jit(step)` without. Prints what the lookup said, then one timed sample
     per line it reads, so the parent can interleave two such processes."""
@@ -57,14 +71,13 @@ def serve(example: Path, db: str | None, min_sample_s: float) -> None:
     # The protocol gets a private copy of stdout; the program's own prints (jax.debug.print) go to stderr.
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
-    module = _module(example)
-    args, kwargs = module.arguments()
+    function, (args, kwargs), jit_options = _program(example)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         if db is None:
-            step = module.step if unwrap_jit(module.step).filtered else jax.jit(module.step, **module.JIT_OPTIONS)
+            step = function if unwrap_jit(function).filtered else jax.jit(function, **jit_options)
         else:
-            step = xtat.jit(module.step, db=db, **module.JIT_OPTIONS)
+            step = xtat.jit(function, db=db, **jit_options)
         jax.block_until_ready(step(*args, **kwargs))
 
     def call() -> None:
@@ -77,7 +90,8 @@ def serve(example: Path, db: str | None, min_sample_s: float) -> None:
         print(sample(call, inner), file=protocol, flush=True)
 
 
-def _pair(example: Path, db: Path, runtime: bool, rounds: int, min_sample_s: float) -> tuple[dict, list, list]:
+def _pair(example: Path | str, db: Path, runtime: bool, rounds: int,
+          min_sample_s: float) -> tuple[dict, list, list]:
     """One pair of fresh processes, xtat.jit and jax.jit, interleaved round by round."""
     from xtat.runner.timing import interleave
 
@@ -96,7 +110,7 @@ def _pair(example: Path, db: Path, runtime: bool, rounds: int, min_sample_s: flo
             while line and not line.startswith("{"):  # `xtat run` says what it applied first
                 line = process.stdout.readline()  # type: ignore[union-attr]
             if not line:
-                raise RuntimeError(f"the {label} process of {example.stem} failed to start")
+                raise RuntimeError(f"the {label} process of {example} failed to start")
             ready[label] = json.loads(line)
 
         def sampler(process: subprocess.Popen) -> Callable[[], float]:
@@ -113,7 +127,7 @@ def _pair(example: Path, db: Path, runtime: bool, rounds: int, min_sample_s: flo
     return ready["xtat.jit"], samples["jax.jit"], samples["xtat.jit"]
 
 
-def delivered(example: Path, db: Path, runtime: bool, rounds: int, pairs: int,
+def delivered(example: Path | str, db: Path, runtime: bool, rounds: int, pairs: int,
               min_sample_s: float = 0.05) -> dict:
     """xtat.jit of the step in a fresh process (started by `xtat run` when the adopted config has
     runtime decisions: its deploy path) against plain jax.jit in another, interleaved round by round;
@@ -177,7 +191,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=6, help="pairs of fresh measuring processes per program")
     parser.add_argument("--only", help="comma-separated example names (default: all)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
-    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)  # a fresh measuring process
+    parser.add_argument("--serve", help=argparse.SUPPRESS)  # a fresh measuring process
     parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--min-sample", type=float, default=0.05, help=argparse.SUPPRESS)
     options = parser.parse_args()

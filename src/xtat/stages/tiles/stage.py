@@ -60,8 +60,7 @@ class TilesStage:
 
     def discover(self, context: Context, frozen: Config, earlier: list[Decision]) -> list[Decision]:
         self._notes = []
-        if context.platform not in GPU_PLATFORMS:
-            self._notes.append(f"tiles: XLA on {context.platform} has no tile autotuner; nothing to decide")
+        if context.platform not in GPU_PLATFORMS:  # no autotuner: nothing to decide, nothing worth a note
             return []
         text = self.pinned
         if any(frozen.get(stage.name) for stage in self._earlier):  # another program: dump its own results
