@@ -291,3 +291,17 @@ def test_the_autotune_probe_is_empty_on_cpu(tmp_path):
         assert os.path.exists(tmp_path / "program.bin")
     finally:
         runner.close()
+
+
+def test_a_jaxlib_without_the_schema_leaves_tiles_to_xla(monkeypatch):
+    def missing(*args):
+        raise RuntimeError("descriptor of xla/autotune_results.proto not found in jaxlib")
+
+    def probe(candidate):
+        raise AssertionError("nothing is dumped without a schema to read it with")
+
+    monkeypatch.setattr(results, "message_class", missing)
+    stage = _tiles(make_stages())
+    stage.pin(_context("cuda", probe))
+    assert stage.pinned == "" and stage.discover(_context("cuda", probe), {}, []) == []
+    assert "not found in jaxlib" in stage.notes()[0]

@@ -29,6 +29,7 @@ from typing import Any
 from xtat.candidate import Candidate
 from xtat.errors import UserError
 from xtat.runner import protocol as p
+from xtat.runner.host_lock import GPU_PLATFORMS
 from xtat.runner.timing import Race, TimingPolicy
 from xtat.runner.verify import Budget, Tolerance
 from xtat.status import TrialStatus
@@ -243,7 +244,11 @@ def start_workers(worker_class: type, workers: int, args: tuple, env: dict | Non
     if units < workers:
         raise UserError(f"--workers {workers}: the Ray cluster offers {units} '{DEVICE_RESOURCE}' unit(s), one per "
                         f"device; start each node with --resources '{{\"{DEVICE_RESOURCE}\": 1}}' or lower --workers")
-    remote: Any = ray.remote(num_cpus=0, resources={DEVICE_RESOURCE: 1}, max_restarts=0)(worker_class)
+    # On GPU each actor also takes one of its node's GPUs: Ray sets its CUDA_VISIBLE_DEVICES, so two
+    # actors of a node never time on the same one (`runner.host_lock.measured_device`).
+    gpus = 1 if env is not None and env.get("platform") in GPU_PLATFORMS else 0
+    remote: Any = ray.remote(num_cpus=0, num_gpus=gpus, resources={DEVICE_RESOURCE: 1},
+                             max_restarts=0)(worker_class)
     refs = [ray.put(arg) for arg in args]
     actors: list[Any] = [remote.remote(*refs) for _ in range(workers)]
     described = ray.get([actor.describe.remote() for actor in actors])

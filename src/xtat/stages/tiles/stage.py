@@ -48,6 +48,11 @@ class TilesStage:
         """Fix XLA's autotuning for the run: dump its results for the default program once."""
         if context.platform not in GPU_PLATFORMS:
             return
+        try:
+            results.parse("")  # this jaxlib's schema of the file, before anything relies on it
+        except RuntimeError as exc:
+            self._notes.append(f"tiles: left to XLA's autotuner, unpinned: {exc}")
+            return
         self.pinned = context.autotune_results(concretize(self._earlier, {}))
         if self.pinned:
             results.parse(self.pinned)  # what XLA wrote must be what its schema says
@@ -59,9 +64,11 @@ class TilesStage:
         self.pinned = text
 
     def discover(self, context: Context, frozen: Config, earlier: list[Decision]) -> list[Decision]:
-        self._notes = []
         if context.platform not in GPU_PLATFORMS:  # no autotuner: nothing to decide, nothing worth a note
             return []
+        if not self.pinned and self._notes:  # the pin could not be taken; its note says why
+            return []
+        self._notes = []
         text = self.pinned
         if any(frozen.get(stage.name) for stage in self._earlier):  # another program: dump its own results
             text = context.autotune_results(concretize(self._earlier, frozen))
