@@ -41,8 +41,8 @@ def recorded() -> str:
 @pytest.fixture(scope="module")
 def fusions(recorded) -> dict[str, results.TilePoint]:
     """The fixture's Triton fusions by what their dot is."""
-    by_m = {256: MLP, 128: ATTENTION, 16: TINY}
-    return {by_m[p.sizes.m]: p for p in results.contents(recorded).tiles if p.sizes is not None}
+    operand = {"f32[256,512]": MLP, "bf16[8,128,64]": ATTENTION, "f32[16,16]": TINY}
+    return {name: p for p in results.contents(recorded).tiles for shape, name in operand.items() if shape in p.hlo}
 
 
 def _context(platform: str, probe=lambda candidate: "") -> Context:
@@ -73,6 +73,9 @@ def test_fusion_ids_are_hashes_of_the_fusion_hlo_and_survive_a_rewrite(recorded,
     assert {p.id for p in again.tiles} == {p.id for p in fusions.values()}
     assert fusions[MLP].id == results.fusion_id(fusions[MLP].hlo)
     assert results.fusion_id(fusions[MLP].hlo.replace("256", "257")) != fusions[MLP].id
+    # Every character counts, the last line's too: two fusions differing only in their dot's attributes.
+    late = fusions[MLP].hlo.replace("rhs_contracting_dims={0}", "rhs_contracting_dims={1}")
+    assert late != fusions[MLP].hlo and results.fusion_id(late) != fusions[MLP].id
     assert len({p.id for p in fusions.values()}) == 3
 
 
@@ -124,8 +127,9 @@ def test_merged_adds_only_fusions_the_pin_lacks(recorded, fusions):
     rest.results[0].result.triton.block_m = 16  # a later dump's choice does not replace the pin's
     merged = results.contents(results.merged(results.render(first), results.render(message)))
     assert len(merged.tiles) == 3
-    kept = results.contents(results.merged(recorded, results.render(rest)))
-    assert {p.id: p.chosen for p in kept.tiles} == {p.id: p.chosen for p in fusions.values()}
+    kept = results.merged(recorded, results.render(rest))
+    assert len(results.parse(kept).results) == 4  # nothing added twice
+    assert {p.id: p.chosen for p in results.contents(kept).tiles} == {p.id: p.chosen for p in fusions.values()}
 
 
 # -- the stage -----------------------------------------------------------------------
