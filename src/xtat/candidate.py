@@ -156,6 +156,9 @@ class Candidate:
     program: dict[str, object] = field(default_factory=dict)  # program-stage decisions (rewrites)
     compile_options: dict[str, object] = field(default_factory=dict)
     process: ProcessSetup = ProcessSetup()
+    # The sharding stage's layout in Mesh-TF notation (`stages.sharding.layouts.Layout`): inputs placed
+    # on its mesh, XLA's SPMD partitioner does the rest. "": jax's own placement, one device.
+    layout: str = ""
 
     def with_options(self, **options: object) -> Candidate:
         return replace(self, compile_options={**self.compile_options, **options})

@@ -16,6 +16,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+import jax
+
 from xtat.errors import StoreError, UserError
 from xtat.model.objectives import pareto_front
 from xtat.runner.base import Runner
@@ -114,7 +116,9 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
     workload = captured.workload
     context = Context(*workload.bound(), identity.env["platform"],
                       settings.allow_numerics_change, settings.options, runner.passes_that_ran,
-                      runner.autotune_results)
+                      runner.autotune_results, jax.device_count(),
+                      tuple(zip(captured.dims, (tuple(x.shape) for x in captured.inputs), strict=True)),
+                      captured.dims_declared)
     run = RunContext(store, runner, captured, workload_id, run_id, settings, tuple(stages), owner)
     with Heartbeat(store, run.owner, settings.lease_s):
         search = SearchLoop(run, on_trial, learn_from)

@@ -33,6 +33,7 @@ from xtat.arguments import (
     partition,
     unwrap_jit,
 )
+from xtat.dims import leaf_dims
 from xtat.errors import UserError
 from xtat.source import Source
 
@@ -63,6 +64,9 @@ class Workload:
     # Where a worker can import this workload from (`module:attr`, `/path/file.py:attr`), for a
     # program jax.export cannot carry (host callbacks); `load_target` records it.
     source: str | None = None
+    # Named dimensions of the arguments (`xtat.dims`): a tuple beside `args`, each entry a prefix of
+    # its argument's pytree holding `xtat.dims(...)` per named array or None; read by the sharding stage.
+    dims: tuple | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.fn):
@@ -264,6 +268,13 @@ class Capture:
     leaves: list[InputLeaf]  # what each input is (a typed key travels as its data)
     verify_inputs: list[np.ndarray] | None  # flat leaves of make_inputs(1)
     cost: dict[str, float] = field(default_factory=dict)
+    # Each input's dimension names (`Workload.dims`; without them `batch` on the last argument's
+    # leading axes, "" naming an axis nothing maps), or None.
+    dims: list[tuple[str, ...] | None] = field(default_factory=list)
+
+    @property
+    def dims_declared(self) -> bool:
+        return self.workload.dims is not None
 
     @property
     def name(self) -> str:
@@ -332,7 +343,29 @@ def capture(workload: Workload) -> Capture:
         leaves=leaves,
         verify_inputs=verify_inputs,
         cost=cost,
+        dims=input_dims(workload, len(inputs)),
     )
+
+
+def input_dims(workload: Workload, count: int) -> list[tuple[str, ...] | None]:
+    """The declared names of each of the `count` flat inputs (dynamic args, then kwargs). Without a
+    declaration: `batch` for the leading axis of each array of the last positional argument ("" names
+    an axis nothing maps), so the sharding stage can still offer data-parallel layouts."""
+    if workload.dims is None:
+        _, (dynamic_args, _) = workload.statics.split(workload.args, workload.kwargs or {})
+        if not dynamic_args:
+            return [None] * count
+        before = len(jax.tree.leaves(dynamic_args[:-1]))
+        last = [tuple(getattr(leaf, "shape", ())) for leaf in jax.tree.leaves(dynamic_args[-1])]
+        batch = [("batch",) + ("",) * (len(shape) - 1) if shape else None for shape in last]
+        return ([None] * before + batch + [None] * count)[:count]
+    if not isinstance(workload.dims, tuple) or len(workload.dims) != len(workload.args):
+        raise UserError(f"Workload dims must be a tuple with one entry per argument ({len(workload.args)}), "
+                        f"got {type(workload.dims).__name__}")
+    _, (dynamic_dims, _) = workload.statics.split(workload.dims, {})
+    _, (dynamic_args, _) = workload.statics.split(workload.args, workload.kwargs or {})
+    named = leaf_dims(dynamic_dims, dynamic_args)
+    return (named + [None] * count)[:count]  # keyword arguments are not named
 
 
 def _same_statics(a: tuple, b: tuple) -> bool:

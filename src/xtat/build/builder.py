@@ -37,14 +37,17 @@ def load_program(serialized: bytes):
     return jax.export.deserialize(bytearray(serialized))
 
 
-def build(exported, args: tuple, kwargs: dict, options: dict[str, object]) -> Built:
-    """jit(program).lower(...).compile(compiler_options=options), with its hash.
+def build(exported, args: tuple, kwargs: dict, options: dict[str, object], in_shardings: tuple | None = None) -> Built:
+    """jit(program, in_shardings=...).lower(...).compile(compiler_options=options), with its hash.
 
     Codegen options can leave the HLO text unchanged while changing machine
-    code, so identity is decided on the serialized executable bytes.
+    code, so identity is decided on the serialized executable bytes. With
+    `in_shardings` (one per flat input: a layout's placement) XLA's SPMD
+    partitioner splits the single-device program over the mesh.
     """
     start = time.perf_counter()
-    lowered = jax.jit(exported.call).lower(*args, **kwargs)
+    jitted = jax.jit(exported.call) if in_shardings is None else jax.jit(exported.call, in_shardings=in_shardings)
+    lowered = jitted.lower(*args, **kwargs)
     compiled = lowered.compile(compiler_options=options or None)  # type: ignore[arg-type]  # XLA's own types
     compile_s = time.perf_counter() - start
     return Built(compiled, executable_identity(compiled), compile_s)

@@ -29,6 +29,7 @@ from xtat.runner.host_lock import holding
 from xtat.runner.pool import Pool, WorkerProcess
 from xtat.runner.timing import Race, TimingPolicy
 from xtat.runner.verify import Budget, Tolerance
+from xtat.runner.worker import DIMS_FILE
 from xtat.status import TrialStatus
 from xtat.test_hooks import hook
 
@@ -40,7 +41,8 @@ class ProcessRunner:
     def __init__(self, folder: Path, exported: bytes, inputs: list[np.ndarray],
                  verify_inputs: list[np.ndarray] | None, export_rewritten: Callable[[dict], bytes],
                  startup_deadline_s: float, deadline_factor: float, min_deadline_s: float,
-                 measure_lock: Path | None = None, device: str | None = None):
+                 measure_lock: Path | None = None, device: str | None = None,
+                 dims: list[tuple[str, ...] | None] | None = None):
         self.folder = folder
         self.node = socket.gethostname()
         self.measure_lock = measure_lock  # held while timing (`runner.host_lock`)
@@ -54,6 +56,8 @@ class ProcessRunner:
         if verify_inputs is not None:
             np.savez(folder / "inputs_verify.npz", *verify_inputs)
         self.has_verify_inputs = verify_inputs is not None
+        if dims and any(dims):  # the inputs' dimension names, for layouts (`stages.sharding`)
+            (folder / DIMS_FILE).write_text(json.dumps(dims))
         self.compile_deadline_s = startup_deadline_s
         self.measure_deadline_s = startup_deadline_s
         self.budget = Budget()  # verification budget, calibrated with the reference
@@ -129,7 +133,7 @@ class ProcessRunner:
     def _compile(self, worker: WorkerProcess, id: str, candidate: Candidate,
                  is_default: bool = False) -> p.Compiled | p.Failed:
         reply = worker.request(p.Compile(id, self.program_file(candidate), dict(candidate.compile_options),
-                                         is_default), self.compile_deadline_s)
+                                         is_default, candidate.layout), self.compile_deadline_s)
         if isinstance(reply, p.Compiled) and candidate.process:
             # Same machine code in another process setup is another candidate.
             setup = json.dumps(candidate.process.to_json(), sort_keys=True).encode()
@@ -234,7 +238,8 @@ class ProcessRunner:
                 reply = self._compile(worker, id, candidate, is_default=id == DEFAULT_ID)
             else:
                 reply = worker.request(p.Deploy(id, self.program_file(candidate), dict(candidate.compile_options),
-                                                deploy_tolerance, is_default=id == DEFAULT_ID),
+                                                deploy_tolerance, is_default=id == DEFAULT_ID,
+                                                layout=candidate.layout),
                                        self.compile_deadline_s)
             if isinstance(reply, p.Failed):
                 failed[id] = f"{reply.status}: {reply.error}"

@@ -45,6 +45,7 @@ class Compile:
     program: str  # a file name in the run folder
     options: dict[str, Any] = field(default_factory=dict)
     is_default: bool = False
+    layout: str = ""  # inputs placed on this layout's mesh (`Candidate.layout`)
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Deploy:
     options: dict[str, Any]
     tolerance: Tolerance
     is_default: bool = False
+    layout: str = ""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from xtat.status import TrialStatus
 
 INPUT_SETS = ("main", "verify")
 BUDGET_FILE = "budget.json"
+DIMS_FILE = "dims.json"  # each input's declared dimension names, for layouts
 COMPILE_CACHE_SIZE = 4
 
 
@@ -56,6 +57,9 @@ class Worker:
         self.cache: OrderedDict[str, tuple[Any, dict]] = OrderedDict()
         self.slowdown_s: dict[str, float] = {}
         self.lazy: dict[str, object] = {}  # test-only fault: builds that return stale outputs
+        self.leaf_names: list[tuple[str, ...] | None] = []  # each input's dimension names (DIMS_FILE)
+        self.layouts: dict[str, str] = {}  # build id -> its layout ("" for jax's own placement)
+        self.placed: dict[tuple[str, str], tuple[tuple, dict]] = {}  # (layout, input set) -> inputs on its mesh
         self.checks: dict[str, int] = {}  # output checks per build (for the test-only flaky fault)
 
     # -- requests -----------------------------------------------------------
@@ -79,6 +83,9 @@ class Worker:
         budget = self.folder / BUDGET_FILE
         if budget.exists():
             self.budget = json.loads(budget.read_text())
+        names = self.folder / DIMS_FILE
+        if names.exists():
+            self.leaf_names = [tuple(n) if n is not None else None for n in json.loads(names.read_text())]
         return p.Loaded(tuple(sorted(self.inputs)), tuple(sorted(self.reference)))
 
     def _program(self, name: str):
@@ -89,25 +96,47 @@ class Worker:
             self.programs[name] = load_program((self.folder / name).read_bytes())
         return self.programs[name]
 
+    def _shardings(self, layout: str) -> tuple | None:
+        from xtat.stages.sharding.layouts import Layout, shardings
+
+        if not layout:
+            return None
+        return tuple(shardings(Layout.parse(layout), self.leaf_names or [None] * len(self.inputs["main"][0])))
+
+    def _inputs(self, layout: str, input_set: str) -> tuple[tuple, dict]:
+        """An input set as a build of `layout` takes it: placed on its mesh once, then reused."""
+        import jax
+
+        if not layout:
+            return self.inputs[input_set]
+        if (layout, input_set) not in self.placed:
+            args, kwargs = self.inputs[input_set]
+            shardings = self._shardings(layout) or ()
+            self.placed[(layout, input_set)] = (tuple(jax.device_put(np.asarray(a), s)
+                                                      for a, s in zip(args, shardings, strict=True)), kwargs)
+        return self.placed[(layout, input_set)]
+
     def compile(self, request: p.Compile) -> p.Compiled | p.Failed:
         from xtat.build.builder import build
         from xtat.model.features import compile_metrics
         from xtat.runner import faults
 
         id = request.id
-        args, kwargs = self.inputs["main"]
-        key = json.dumps([request.program, request.options], sort_keys=True)
+        key = json.dumps([request.program, request.options, request.layout], sort_keys=True)
         cached = key in self.cache
         try:
             faults.inject(id, "compile", request.is_default)
+            args, kwargs = self._inputs(request.layout, "main")
             if cached:
                 self.cache.move_to_end(key)
                 built, metrics = self.cache[key]
             else:
-                built = build(self._program(request.program), args, kwargs, request.options)
+                built = build(self._program(request.program), args, kwargs, request.options,
+                              self._shardings(request.layout))
                 metrics = compile_metrics(built.compiled)
         except Exception as exc:
             return _failed(exc, TrialStatus.COMPILE_ERROR)
+        self.layouts[id] = request.layout
         self.cache[key] = (built, metrics)
         while len(self.cache) > COMPILE_CACHE_SIZE:
             self.cache.popitem(last=False)
@@ -126,14 +155,17 @@ class Worker:
         from xtat.runner import faults
 
         id = request.id
-        args, kwargs = self.inputs["main"]
         start = time.perf_counter()
         try:
             faults.inject(id, "compile", request.is_default)
-            jitted = jax.jit(self._program(request.program).call, compiler_options=request.options or None)
+            args, kwargs = self._inputs(request.layout, "main")
+            layout: dict[str, Any] = {} if not request.layout else {"in_shardings": self._shardings(request.layout)}
+            jitted = jax.jit(self._program(request.program).call, compiler_options=request.options or None,
+                             **layout)
             jax.block_until_ready(jitted(*args, **kwargs))
         except Exception as exc:
             return _failed(exc, TrialStatus.COMPILE_ERROR)
+        self.layouts[id] = request.layout
         self.built[id] = _Deployed(jitted)
         self.slowdown_s[id] = faults.slowdown_s(id)
         if faults.is_lazy(id):
@@ -151,10 +183,10 @@ class Worker:
 
         if id in self.lazy:  # test-only fault: the first result again, without computing
             if self.lazy[id] is None:
-                args, kwargs = self.inputs[input_set]
+                args, kwargs = self._inputs(self.layouts.get(id, ""), input_set)
                 self.lazy[id] = jax.block_until_ready(self.built[id].compiled(*args, **kwargs))
             return self.lazy[id]
-        args, kwargs = self.inputs[input_set]
+        args, kwargs = self._inputs(self.layouts.get(id, ""), input_set)
         out = self.built[id].compiled(*args, **kwargs)
         if self.slowdown_s.get(id):
             time.sleep(self.slowdown_s[id])  # test-only fault
@@ -217,11 +249,12 @@ class Worker:
         would corrupt every later measurement in this worker: refuse it and restore the inputs."""
         import jax
 
-        args, _ = self.inputs[input_set]
+        placed = [args for (_, name), (args, _) in self.placed.items() if name == input_set]
         if all(np.array_equal(np.asarray(leaf), copy, equal_nan=copy.dtype.kind in "fc")
-               for leaf, copy in zip(args, self.pristine[input_set])):
+               for args in (self.inputs[input_set][0], *placed) for leaf, copy in zip(args, self.pristine[input_set])):
             return
         self.inputs[input_set] = (tuple(jax.device_put(np.array(x, copy=True)) for x in self.pristine[input_set]), {})
+        self.placed = {key: value for key, value in self.placed.items() if key[1] != input_set}
         raise RuntimeError("the build wrote into its input buffers (they changed while it ran); inputs restored")
 
     def measure(self, request: p.Measure) -> p.Timed | p.Failed:

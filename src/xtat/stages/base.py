@@ -29,6 +29,11 @@ class Context:
     passes_that_ran: Callable[[Candidate], list[str]]
     # XLA:GPU's autotune results for a candidate's program (compiled in a fresh worker); "" elsewhere.
     autotune_results: Callable[[Candidate], str]
+    devices: int = 1  # the devices the tuner's process sees (the sharding stage runs on more than one)
+    # Each flat input's dimension names (or None) and shape (`Capture.dims`), and whether the workload
+    # declared them (else `batch` names the leading axis of its last argument's arrays).
+    input_dims: tuple[tuple[tuple[str, ...] | None, tuple[int, ...]], ...] = ()
+    dims_declared: bool = False
 
 
 class Stage(Protocol):

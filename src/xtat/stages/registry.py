@@ -12,10 +12,12 @@ from xtat.stages.codegen import CodegenStage
 from xtat.stages.passes import PassesStage
 from xtat.stages.program.stage import ProgramStage
 from xtat.stages.runtime import RuntimeStage
+from xtat.stages.sharding import ShardingStage
 from xtat.stages.tiles import TilesStage
 
 STAGES: tuple[type[Stage], ...] = (
     RuntimeStage,
+    ShardingStage,
     ProgramStage,
     PassesStage,
     CodegenStage,

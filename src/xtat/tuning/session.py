@@ -56,7 +56,7 @@ def open_runner(captured: Capture, settings: TuneSettings, *, verify_inputs: boo
     runner = ProcessRunner(folder, captured.exported, captured.inputs,
                       captured.verify_inputs if verify_inputs else None, rewritten_exporter(captured),
                       settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s,
-                      host_lock_path(platform, device), device)
+                      host_lock_path(platform, device), device, captured.dims)
     try:
         yield runner
     finally:
