@@ -18,18 +18,19 @@ from xtat.errors import UserError
 
 @dataclass(frozen=True)
 class Dims:
-    """The names of one array's axes, in order."""
+    """The names of one array's axes, in order ("" for an axis no layout splits)."""
 
     names: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        if not all(isinstance(n, str) and n for n in self.names):
-            raise UserError(f"xtat.dims takes one non-empty name per axis, got {self.names!r}")
+        if not all(isinstance(n, str) for n in self.names):
+            raise UserError(f"xtat.dims takes one name (or None) per axis, got {self.names!r}")
 
 
-def dims(*names: str) -> Dims:
-    """`xtat.dims("batch", "d_model")`: the names of an array's axes, for `Workload(dims=...)`."""
-    return Dims(tuple(names))
+def dims(*names: str | None) -> Dims:
+    """`xtat.dims("batch", "d_model")`: the names of an array's axes, for `Workload(dims=...)`; None for
+    an axis that no layout may split (a sequence length, a head's width)."""
+    return Dims(tuple(name or "" for name in names))
 
 
 def _is_declaration(x: Any) -> bool:

@@ -117,7 +117,33 @@ def as_device_batch(batch: dict[str, np.ndarray]) -> Batch:
     return {name: jnp.asarray(value) for name, value in batch.items()}
 
 
-def train_workload(built: Built, name: str) -> Workload:
+# The dimensions Mesh-TF's layouts split; a workload's other names (length, d_kv) are left unsplit.
+LAYOUT_NAMES = frozenset({"batch", "d_model", "d_ff", "heads", "vocab", "experts"})
+
+
+def _key_name(key: Any) -> Any:
+    return getattr(key, "key", getattr(key, "name", getattr(key, "idx", key)))
+
+
+def named_like(tree: PyTree, rules: dict[tuple, tuple[str, ...]]) -> PyTree:
+    """`tree` with `xtat.dims(...)` for each array whose key path ends with a path of `rules`
+    (`("moe", "w_in") -> ("experts", "d_model", "d_ff")`) and has its rank, None elsewhere; names
+    outside LAYOUT_NAMES become unsplit axes. The parameters' rules name the optimizer state's
+    moments too, whose paths end the same way."""
+    from xtat.dims import dims
+
+    def one(path: tuple, leaf: Any) -> Any:
+        keys = tuple(_key_name(k) for k in path)
+        for start in range(len(keys)):
+            names = rules.get(keys[start:])
+            if names is not None and len(names) == np.ndim(leaf):
+                return dims(*(n if n in LAYOUT_NAMES else None for n in names))
+        return None
+
+    return jax.tree_util.tree_map_with_path(one, tree)
+
+
+def train_workload(built: Built, name: str, rules: dict[tuple, tuple[str, ...]] | None = None) -> Workload:
     """One optax step: loss and gradients on a batch, then the update."""
     task, model = built.task, built.task.model
     tx = task.optimizer()
@@ -142,11 +168,13 @@ def train_workload(built: Built, name: str) -> Workload:
     def make_inputs(seed: int) -> tuple:
         return (built.variables, opt_state, as_device_batch(task.make_batch(seed)))
 
-    return Workload(train_step, (built.variables, opt_state, built.batch), name=name,
+    dims = None if rules is None else (named_like(built.variables, rules), named_like(opt_state, rules),
+                                       named_like(built.batch, rules))
+    return Workload(train_step, (built.variables, opt_state, built.batch), name=name, dims=dims,
                     make_inputs=make_inputs)
 
 
-def inference_workload(built: Built, name: str) -> Workload:
+def inference_workload(built: Built, name: str, rules: dict[tuple, tuple[str, ...]] | None = None) -> Workload:
     """The forward pass (inference mode for BatchNorm) and the task's prediction."""
     task, model = built.task, built.task.model
     mode: dict[str, Any] = {"train": False} if built.has_state else {}
@@ -157,7 +185,8 @@ def inference_workload(built: Built, name: str) -> Workload:
     def make_inputs(seed: int) -> tuple:
         return (built.variables, as_device_batch(task.make_batch(seed)))
 
-    return Workload(inference_step, (built.variables, built.batch), name=name, make_inputs=make_inputs)
+    dims = None if rules is None else (named_like(built.variables, rules), named_like(built.batch, rules))
+    return Workload(inference_step, (built.variables, built.batch), name=name, make_inputs=make_inputs, dims=dims)
 
 
 def suite_entry(name: str, family: str, description: str, task: Callable[[str], Task]) -> SuiteEntry:

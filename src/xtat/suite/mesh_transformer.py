@@ -237,12 +237,23 @@ def parameter_dimensions(size: str = "small") -> PyTree:
                         is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec))
 
 
+def dimension_rules(size: str = "small") -> dict[tuple, Names]:
+    """Each parameter's key path and names, and the batch's: the workloads' declared dimensions."""
+    rules: dict[tuple, Names] = {}
+    for path, names in jax.tree_util.tree_flatten_with_path(parameter_dimensions(size),
+                                                            is_leaf=lambda x: isinstance(x, tuple))[0]:
+        rules[tuple(getattr(k, "key", k) for k in path)] = names
+    for name in ("inputs", "decoder_inputs", "targets"):
+        rules[(name,)] = ("batch", "length")
+    return rules
+
+
 ENTRIES = [
     SuiteEntry(
         "mesh-transformer", "transformer (named dimensions)",
         "Mesh-TensorFlow encoder-decoder written with named dimensions (einsum specs from names); "
         "small: 2+2 layers, d_model 128, d_ff 512, 4 heads x 32, batch 8 x 64 tokens",
-        train=lambda size: train_workload(built(size), "mesh-transformer/train"),
-        inference=lambda size: inference_workload(built(size), "mesh-transformer/inference"),
+        train=lambda size: train_workload(built(size), "mesh-transformer/train", dimension_rules(size)),
+        inference=lambda size: inference_workload(built(size), "mesh-transformer/inference", dimension_rules(size)),
     ),
 ]

@@ -37,8 +37,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from xtat.dims import dims as xtat_dims
 from xtat.stages.program.knobs import knob
 from xtat.suite import SuiteEntry
+from xtat.suite.common import named_like
 from xtat.suite.routing import DISPATCH_METHODS, HashRouting, Router, SinkhornRouting, TopKGating, dispatch
 from xtat.workload import Workload
 
@@ -303,6 +305,22 @@ def _make_train_step(
     return train_step
 
 
+# Each parameter's names by the end of its key path (Mesh-TF's names; the qkv axis and a head's width
+# are never split), and the batch's.
+DIMENSION_RULES: dict[tuple, tuple[str, ...]] = {
+    ("embed",): ("vocab", "d_model"),
+    ("scale",): ("d_model",),
+    ("qkv", "kernel"): ("d_model", "qkv", "heads", "d_kv"),
+    ("out", "kernel"): ("heads", "d_kv", "d_model"),
+    ("wi", "kernel"): ("d_model", "d_ff"),
+    ("wo", "kernel"): ("d_ff", "d_model"),
+    ("router", "kernel"): ("d_model", "experts"),
+    ("w_in",): ("experts", "d_model", "d_ff"),
+    ("w_out",): ("experts", "d_ff", "d_model"),
+}
+_TOKENS = xtat_dims("batch", None)
+
+
 def train_workload(variant: str, size: str = "small") -> Workload:
     """One adamw training step: (params, opt_state, tokens, targets) -> (params, opt_state, loss)."""
     cfg = config(variant, size)
@@ -321,6 +339,7 @@ def train_workload(variant: str, size: str = "small") -> Workload:
         args=(params, opt_state, jnp.asarray(tokens), jnp.asarray(targets)),
         name=f"{variant}/train",
         make_inputs=make_inputs,
+        dims=(named_like(params, DIMENSION_RULES), named_like(opt_state, DIMENSION_RULES), _TOKENS, _TOKENS),
     )
 
 
@@ -342,6 +361,7 @@ def inference_workload(variant: str, size: str = "small") -> Workload:
         args=(params, jnp.asarray(tokens)),
         name=f"{variant}/inference",
         make_inputs=make_inputs,
+        dims=(named_like(params, DIMENSION_RULES), _TOKENS),
     )
 
 
