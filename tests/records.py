@@ -12,7 +12,7 @@ from xtat.workload import capture
 
 
 def adopt(db, config: dict, *, name: str = "tiny_mlp", workload=None, env: dict | None = None,
-          settings: dict | None = None, trial: bool = True, adopted: bool = True) -> int:
+          settings: dict | None = None, trial: bool = True, adopted: bool = True, detail: dict | None = None) -> int:
     """Write `workload` (tiny_mlp) with `config` adopted; returns the workload's row id."""
     identity = capture(workload or tiny_mlp()).identity
     store = Store.open(db)
@@ -23,7 +23,7 @@ def adopt(db, config: dict, *, name: str = "tiny_mlp", workload=None, env: dict 
         if trial:
             trial_id = store.start_trial(workload_id, run_id, config, _key(config))
             store.finish_trial(trial_id, "ok", median_s=5e-4, ci_low_s=4e-4, ci_high_s=6e-4, samples=[5e-4] * 3)
-        store.add_result(workload_id, run_id, adopted, config, 1e-3, 5e-4, (2.0, 1.5, 2.5), {})
+        store.add_result(workload_id, run_id, adopted, config, 1e-3, 5e-4, (2.0, 1.5, 2.5), detail or {})
         store.finish_run(run_id)
         return workload_id
     finally:

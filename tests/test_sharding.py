@@ -109,12 +109,7 @@ def test_declarations_must_fit_the_arrays():
 
 def test_every_layout_of_a_two_layer_model_on_two_host_devices_computes_the_reference(tmp_path):
     db = tmp_path / "sharding.db"
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run([sys.executable, str(TESTS / "sharded_two_layer.py"), str(db), "declared"], env=env,
-                         capture_output=True, text=True, timeout=280)
-    assert run.returncode == 0, run.stderr[-3000:]
-    out = json.loads(run.stdout.strip().splitlines()[-1])
+    out = _two_devices(str(db), "declared")
     # The default and the 7 layouts, each verified against the single-device reference, and each its
     # own executable (a layout the worker ignored would be a duplicate of the default).
     assert out["trials"] == {"ok": 8}, out
@@ -124,3 +119,20 @@ def test_every_layout_of_a_two_layer_model_on_two_host_devices_computes_the_refe
     layouts = {json.loads(t.config_key).get("sharding", {}).get("layout", "") for t in trials}
     assert layouts == {"", *ON_TWO}
     assert len({t.exe_hash for t in trials}) == 8
+
+
+def _two_devices(*arguments: str) -> dict:
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, str(TESTS / "sharded_two_layer.py"), *arguments], env=env,
+                         capture_output=True, text=True, timeout=280)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_xtat_jit_places_the_inputs_by_the_adopted_layout(tmp_path):
+    out = _two_devices(str(tmp_path / "deploy.db"), "deploy")
+    assert out["found"] == ["adopted"]
+    # batch:data splits the batch of the output over both devices, on the first call and the fast path's.
+    assert out["devices"] == [2, 2] and out["shardings"] == [["data"]] * 2, out
+    assert out["equal"]

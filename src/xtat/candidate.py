@@ -159,6 +159,8 @@ class Candidate:
     # The sharding stage's layout in Mesh-TF notation (`stages.sharding.layouts.Layout`): inputs placed
     # on its mesh, XLA's SPMD partitioner does the rest. "": jax's own placement, one device.
     layout: str = ""
+    # In production: the dimension names of each flat dynamic input, recorded with the adopted layout.
+    input_dims: tuple[tuple[str, ...] | None, ...] = ()
 
     def with_options(self, **options: object) -> Candidate:
         return replace(self, compile_options={**self.compile_options, **options})

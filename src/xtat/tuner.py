@@ -190,6 +190,8 @@ def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) ->
             confirmation=best.confirmation if best else None, search_load=search_load, **call)
         speedup = (result.speedup, *result.speedup_ci) if result.finalists else None
         detail = {"summary": result.decision_json(), "verification": runner.budget.to_json(), "basis": basis}
+        if result.adopted and concretize(run.stages, result.best_config).layout:
+            detail["input_dims"] = captured.dims  # what xtat.jit places by the adopted layout
         pinned = concretize(run.stages, {}).process.autotune_results
         if pinned:  # on GPU: XLA's own choices the run pinned, and the adopted tiles on top of them
             detail["pinned_autotune_results"] = pinned

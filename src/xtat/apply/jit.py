@@ -40,6 +40,7 @@ from jax._src import core
 from xtat.apply import nesting
 from xtat.apply.lookup import Found, Lookup, lookup, mark_rejected
 from xtat.arguments import Statics, filtered_call, filtered_result, partition, unwrap_jit
+from xtat.errors import UserError
 from xtat.workload import Identity
 
 
@@ -106,9 +107,10 @@ class Jitted:
         route = self._route(key, args, kwargs)
         self._state.traced = None
         try:
-            out = self._entry(route)(*args, **kwargs)
+            out = self._call_entry(route, args, kwargs)
         except Exception as exc:
-            if self._state.traced != route.config or not (route.options or route.candidate.program):
+            if self._state.traced != route.config or not (route.options or route.candidate.program
+                                                          or route.candidate.layout):
                 raise  # the user's function (or jax's argument checks) failed: as jax.jit would
             self._state.traced = None
             route = self._reject(key, route, exc)
@@ -116,8 +118,35 @@ class Jitted:
         with self._lock:
             configs = {r.config for r in self._routes.values()}
             if len(configs) == 1:
-                self._install(self._entry(route))
+                self._install(self._entry(route) if route.shardings is None else self._placing(route))
         return out
+
+    def _call_entry(self, route: Lookup, args: tuple, kwargs: dict) -> Any:
+        if route.shardings is None:
+            return self._entry(route)(*args, **kwargs)
+        return self._placing(route)(*args, **kwargs)
+
+    def _placing(self, route: Lookup) -> Callable:
+        """The entry of an adopted layout: the dynamic inputs placed on its mesh first (a no-op for
+        arrays already there, such as the state the previous call returned), so XLA partitions the
+        program over the mesh as the tuner measured it."""
+        entry, shardings, statics = self._entry(route), route.shardings or [], self._statics
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            positions = statics.positions(len(args))
+            dynamic = [i for i in range(len(args)) if i not in positions]
+            names = [k for k in kwargs if k not in statics.names]
+            leaves, tree = jax.tree.flatten(([args[i] for i in dynamic], {k: kwargs[k] for k in names}))
+            if len(leaves) != len(shardings) or any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+                return entry(*args, **kwargs)  # inside another trace: the outer computation places its values
+            placed_args, placed_kwargs = jax.tree.unflatten(tree, [jax.device_put(leaf, sharding) for leaf, sharding
+                                                                   in zip(leaves, shardings, strict=True)])
+            full = list(args)
+            for i, value in zip(dynamic, placed_args, strict=True):
+                full[i] = value
+            return entry(*full, **{**kwargs, **placed_kwargs})
+
+        return call
 
     def _key(self, args: tuple, kwargs: dict) -> Hashable:
         """The signature as jax.jit keys it: static values, then the dynamic tree and avals."""
@@ -150,6 +179,12 @@ class Jitted:
             mismatch = found.candidate.process.mismatch(jax.local_device_count("cpu"))
             if mismatch:
                 self._warn(mismatch)
+            try:
+                found.shardings  # noqa: B018  (a layout this process has too few devices for)
+            except UserError as exc:
+                self._warn(f"{exc}: compiling with XLA defaults on one device (on CPU start the process with "
+                           "XLA_FLAGS=--xla_force_host_platform_device_count, as it was tuned)")
+                found = Lookup(Found.REJECTED, str(exc), found.result_id)
         elif found.found is not Found.NOT_ADOPTED:
             self._warn(f"compiling with XLA defaults ({found.reason})")
             if found.found is Found.REJECTED:

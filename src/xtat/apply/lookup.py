@@ -8,7 +8,7 @@ a `Lookup` with a reason and no options.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -53,7 +53,19 @@ class Lookup:
     @functools.cached_property
     def config(self) -> str:
         """The deployed config as one key: signatures with equal keys share a jax.jit."""
-        return config_key({"program": self.candidate.program, "options": self.options})
+        deployed: dict[str, dict[str, object]] = {"program": self.candidate.program, "options": self.options}
+        if self.candidate.layout:
+            deployed["layout"] = {"layout": self.candidate.layout}
+        return config_key(deployed)
+
+    @functools.cached_property
+    def shardings(self) -> list | None:
+        """Each flat dynamic input's `NamedSharding` under the adopted layout; None without one."""
+        if not self.candidate.layout:
+            return None
+        from xtat.stages.sharding.layouts import Layout, shardings
+
+        return shardings(Layout.parse(self.candidate.layout), self.candidate.input_dims)
 
     @property
     def reason(self) -> str:
@@ -113,9 +125,16 @@ def vetted(store: Store, record: WorkloadRecord, result: Result) -> Candidate:
     if found:
         raise Unvetted("; ".join(found))
     try:
-        return deployment(result.config, autotune_results)
+        candidate = deployment(result.config, autotune_results)
     except (UserError, ValueError) as exc:  # a results file XLA's schema refuses, or tiles it lacks
         raise Unvetted(str(exc)) from None
+    if candidate.layout:
+        dims = result.detail.get("input_dims")
+        if not isinstance(dims, list) or not all(
+                d is None or (isinstance(d, list) and all(isinstance(n, str) for n in d)) for d in dims):
+            raise Unvetted("the adopted layout's input dimension names are missing or not lists of names")
+        candidate = replace(candidate, input_dims=tuple(tuple(d) if d is not None else None for d in dims))
+    return candidate
 
 
 def deployment(config: dict, autotune_results: str = "") -> Candidate:

@@ -296,6 +296,7 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
         "config": result.config if adopted else {},
         "compile_options": candidate.compile_options if candidate else {},
         "program_rewrites": candidate.program if candidate else {},
+        **({"layout": _layout_document(candidate.layout)} if candidate and candidate.layout else {}),
         "environment": setup.launch_environment(),
         "launch_prefix": setup.launch_prefix(),
         "tuned_under": record.env,
@@ -304,6 +305,18 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
                  "(or start the process with launch_prefix)",
     }
     out.print_json(json.dumps(document))
+
+
+def _layout_document(layout: str) -> dict:
+    """An adopted layout as Mesh-TF writes it: the mesh, and the rules `batch:data, d_ff:model`."""
+    from xtat.stages.sharding.layouts import Layout
+
+    parsed = Layout.parse(layout)
+    return {"mesh": ",".join(f"{axis}={size}" for axis, size in parsed.mesh),
+            "rules": ", ".join(f"{name}:{axis}" for name, axis in parsed.rules),
+            "devices": parsed.size,
+            "usage": "xtat.jit places the inputs on the mesh; start the process with that many devices "
+                     f"(on CPU: XLA_FLAGS=--xla_force_host_platform_device_count={parsed.size})"}
 
 
 @app.command(context_settings={"ignore_unknown_options": True})
