@@ -52,7 +52,7 @@ class NodeWorker:
     """The body of a Ray actor: a `ProcessRunner` on one node of the cluster."""
 
     def __init__(self, exported: bytes, inputs: list, verify_inputs: list | None, platform: str,
-                 deadlines: tuple[float, float, float]):
+                 deadlines: tuple[float, float, float], dims: list | None = None):
         from xtat.runner.host_lock import host_lock_path, measured_device
         from xtat.runner.process import OWNER_FILE, ProcessRunner
 
@@ -61,7 +61,8 @@ class NodeWorker:
         self._programs: dict[str, bytes] = {}
         self.runner = ProcessRunner(folder, exported, inputs, verify_inputs, lambda program:
                                     self._programs[_digest(program)], *deadlines,
-                                    host_lock_path(platform, measured_device(platform)), measured_device(platform))
+                                    host_lock_path(platform, measured_device(platform)), measured_device(platform),
+                                    dims)
         self.runner.node = node_name()
 
     def describe(self) -> dict[str, Any]:

@@ -101,7 +101,7 @@ def open_ray_runner(captured: Capture, settings: TuneSettings, worker_class: typ
             deadlines = (settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
             actors = start_workers(worker_class or NodeWorker, settings.workers,
                                    (captured.exported, captured.inputs, captured.verify_inputs, env["platform"],
-                                    deadlines), env)
+                                    deadlines, captured.dims), env)
             pool = RayPool(actors, rewritten_exporter(captured))
             yield RayRunner(local, pool)
     finally:
