@@ -12,9 +12,9 @@ from mutation import Mutation, check
 T = "tests/test_sharding.py"
 L = "src/xtat/stages/sharding/layouts.py"
 M = [Mutation(*m) for m in [
- ("worker places by layout", "src/xtat/build/builder.py",
-  "jitted = jax.jit(exported.call) if in_shardings is None else", "jitted = jax.jit(exported.call) if True else",
-  T + " -k two_host_devices"),
+ ("worker places by layout", "src/xtat/runner/worker.py",
+  "        if not layout:\n            return None\n        return tuple(shardings(",
+  "        if True:\n            return None\n        return tuple(shardings(", T + " -k two_host_devices"),
  ("divisibility", L, "if all(s % axis_size[axis] == 0 for s in sizes[name])]", "]", T),
  ("no two axes on one mesh axis", L, "            if any(_clashes(array, mapping) for array in named):", "            if False:", T),
  ("two-axis meshes", L, "            found.append(((\"data\", data), (\"model\", devices // data)))", "            pass", T),
