@@ -1,5 +1,6 @@
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,16 @@ def postgres_database(postgres_server):
     yield make
     with psycopg.connect(postgres_server, autocommit=True) as con:
         for name in made:
-            con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            # FORCE ends the test's own leftover connections; it may not end an autovacuum worker that
+            # happens to be in the fresh database (the server's, not ours), so wait that out briefly.
+            for attempt in range(50):
+                try:
+                    con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                    break
+                except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse):
+                    if attempt == 49:
+                        raise
+                    time.sleep(0.1)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
