@@ -23,6 +23,7 @@ from pathlib import Path
 from xtat.errors import UserError
 
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+GPU_PLATFORMS = frozenset({"gpu", "cuda", "rocm"})  # jax's names of the platforms XLA:GPU serves
 AUTOTUNE_FLAG = "--xla_gpu_load_autotune_results_from"
 VARIABLE = "XTAT_PROCESS_SETUP"  # how a parent hands a setup to a worker it starts
 

@@ -190,13 +190,14 @@ def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) ->
             confirmation=best.confirmation if best else None, search_load=search_load, **call)
         speedup = (result.speedup, *result.speedup_ci) if result.finalists else None
         detail = {"summary": result.decision_json(), "verification": runner.budget.to_json(), "basis": basis}
-        if result.adopted and concretize(run.stages, result.best_config).layout:
+        deployed = concretize(run.stages, result.best_config)  # {} when nothing was adopted
+        if deployed.layout:
             detail["input_dims"] = captured.dims  # what xtat.jit places by the adopted layout
         pinned = concretize(run.stages, {}).process.autotune_results
         if pinned:  # on GPU: XLA's own choices the run pinned, and the adopted tiles on top of them
             detail["pinned_autotune_results"] = pinned
             if result.adopted:
-                detail["autotune_results"] = concretize(run.stages, result.best_config).process.autotune_results
+                detail["autotune_results"] = deployed.process.autotune_results
         store.add_result(workload_id, run.run_id, result.adopted, result.best_config, result.default_ms / 1e3,
                          result.best_ms / 1e3, speedup, detail)
     return result

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
-from xtat.candidate import AUTOTUNE_FLAG, Candidate, autotune_file
+from xtat.candidate import AUTOTUNE_FLAG, GPU_PLATFORMS, Candidate, autotune_file
 from xtat.errors import StoreError, UserError
 from xtat.space.space import config_key
 from xtat.store.records import Result, WorkloadRecord
@@ -120,7 +120,7 @@ def vetted(store: Store, record: WorkloadRecord, result: Result) -> Candidate:
     autotune_results = result.detail.get("autotune_results", "")
     if not isinstance(autotune_results, str):
         found.append("the result's autotune results are not text")
-    elif autotune_results and record.env.get("platform") not in ("gpu", "cuda", "rocm"):
+    elif autotune_results and record.env.get("platform") not in GPU_PLATFORMS:
         found.append(f"the result carries GPU autotune results but was tuned on {record.env.get('platform')!r}")
     if found:
         raise Unvetted("; ".join(found))

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-GPU_PLATFORMS = frozenset({"gpu", "cuda", "rocm"})
+from xtat.candidate import GPU_PLATFORMS
 
 
 def measured_device(platform: str) -> str | None:

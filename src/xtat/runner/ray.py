@@ -26,10 +26,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from xtat.candidate import Candidate
+from xtat.candidate import GPU_PLATFORMS, Candidate
 from xtat.errors import UserError
 from xtat.runner import protocol as p
-from xtat.runner.host_lock import GPU_PLATFORMS
 from xtat.runner.timing import Race, TimingPolicy
 from xtat.runner.verify import Budget, Tolerance
 from xtat.status import TrialStatus

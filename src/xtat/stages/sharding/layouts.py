@@ -9,6 +9,7 @@ a size the mesh axis divides, and no array has two of its axes on one mesh axis.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,10 +26,7 @@ class Layout:
 
     @property
     def size(self) -> int:
-        total = 1
-        for _, size in self.mesh:
-            total *= size
-        return total
+        return math.prod(size for _, size in self.mesh)
 
     def axis_of(self, name: str) -> str | None:
         return dict(self.rules).get(name)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from xtat.candidate import Candidate
+from xtat.candidate import GPU_PLATFORMS, Candidate
 from xtat.errors import UserError
 from xtat.space.space import Config, Decision
 from xtat.stages.base import Context, concretize
@@ -30,7 +30,6 @@ from xtat.stages.codegen.curated import REPLACES_AUTOTUNING
 from xtat.stages.tiles import results
 
 TILES = "tiles"
-GPU_PLATFORMS = frozenset({"gpu", "cuda", "rocm"})
 
 
 class TilesStage:
