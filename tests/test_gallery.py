@@ -39,7 +39,8 @@ def _reference(example):
 
 def test_the_gallery_has_every_style_the_readme_lists():
     assert set(GALLERY) >= {"flax_linen_train_state", "flax_nnx", "equinox_filter_jit", "haiku_transformer",
-                            "numpyro_nuts", "blackjax_sampler", "optax_loop", "debug_print", "kv_cache_decoder"}
+                            "numpyro_nuts", "blackjax_sampler", "optax_loop", "debug_print", "kv_cache_decoder",
+                            "sharded_mlp"}
 
 
 @pytest.mark.parametrize("name", GALLERY)

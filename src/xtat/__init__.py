@@ -2,15 +2,15 @@
 
 The public API: `tune` a `Workload` (optionally with `TuneSettings`; it returns a
 `TuneResult`), apply the result with `jit`, a drop-in for `jax.jit`, and declare program-level
-choices with `knob`, and name the dimensions of a workload's arrays with `dims` (for the sharding
-stage). Everything else is private until a user needs it.
+choices with `knob`, and name the dimensions of a workload's inputs with `dims` and of its
+intermediates with `constrain` (for the sharding stage). Everything else is private until a user needs it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from xtat.dims import dims
+from xtat.dims import constrain, dims
 from xtat.workload import Workload
 
 if TYPE_CHECKING:  # what static tools see; at run time the names below load on first use
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # what static tools see; at run time the names below load on 
     from xtat.tuning.result import TuneResult
     from xtat.tuning.settings import TuneSettings
 
-__all__ = ["TuneResult", "TuneSettings", "Workload", "dims", "jit", "knob", "tune"]
+__all__ = ["TuneResult", "TuneSettings", "Workload", "constrain", "dims", "jit", "knob", "tune"]
 __version__ = "0.1.0"
 
 _LAZY = {

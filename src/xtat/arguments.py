@@ -270,7 +270,10 @@ def flat_function(fn: Callable, args: tuple, kwargs: dict,
     return flat, [leaf.spec for leaf in leaves]
 
 
-def export_flat(fn: Callable, args: tuple, kwargs: dict, leaves: list[InputLeaf] | None = None) -> bytes:
-    """The `jax.export` serialization of `flat_function(fn, args, kwargs)`."""
+def export_flat(fn: Callable, args: tuple, kwargs: dict, leaves: list[InputLeaf] | None = None,
+                in_shardings: list | None = None) -> bytes:
+    """The `jax.export` serialization of `flat_function(fn, args, kwargs)` (for a layout: over its mesh,
+    one sharding per flat input)."""
     flat, specs = flat_function(fn, args, kwargs, leaves)
-    return bytes(jax.export.export(jax.jit(flat))(*specs).serialize())
+    jitted = jax.jit(flat) if in_shardings is None else jax.jit(flat, in_shardings=tuple(in_shardings))
+    return bytes(jax.export.export(jitted)(*specs).serialize())

@@ -118,7 +118,7 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
                       settings.allow_numerics_change, settings.options, runner.passes_that_ran,
                       runner.autotune_results, jax.device_count(),
                       tuple(zip(captured.dims, (tuple(x.shape) for x in captured.inputs), strict=True)),
-                      captured.dims_declared)
+                      captured.dims_declared, tuple(captured.marks))
     run = RunContext(store, runner, captured, workload_id, run_id, settings, tuple(stages), owner)
     with Heartbeat(store, run.owner, settings.lease_s):
         search = SearchLoop(run, on_trial, learn_from)

@@ -33,7 +33,7 @@ from xtat.arguments import (
     partition,
     unwrap_jit,
 )
-from xtat.dims import leaf_dims
+from xtat.dims import Mark, Placement, leaf_dims, marks_of, placed
 from xtat.errors import UserError
 from xtat.source import Source
 
@@ -271,6 +271,8 @@ class Capture:
     # Each input's dimension names (`Workload.dims`; without them `batch` on the last argument's
     # leading axes, "" naming an axis nothing maps), or None.
     dims: list[tuple[str, ...] | None] = field(default_factory=list)
+    # The intermediates the workload marks (`xtat.constrain`): names and shape of each, in trace order.
+    marks: list[Mark] = field(default_factory=list)
 
     @property
     def dims_declared(self) -> bool:
@@ -302,7 +304,11 @@ def capture(workload: Workload) -> Capture:
         ) from exc
     identity = Identity.of(lowered)
     try:
-        exported = export_flat(fn, dynamic_args, dynamic_kwargs, leaves)
+        with placed(Placement()) as recording:  # the export's trace records the marks it meets
+            exported = export_flat(fn, dynamic_args, dynamic_kwargs, leaves)
+        marks = recording.seen
+    except UserError:
+        raise  # a mark that does not fit its array
     except Exception as exc:
         # Host callbacks and effects do not export: workers import the target and trace it themselves.
         if workload.source is None:
@@ -314,6 +320,7 @@ def capture(workload: Workload) -> Capture:
                 "'file.py:function', or pass Workload(source='module:function')"
             ) from exc
         exported = Source(workload.source, identity.program, {}, tuple(sys.path)).to_bytes()
+        marks = marks_of(fn, *dynamic_args, **dynamic_kwargs)
     verify_inputs = None
     if workload.make_inputs is not None:
         fresh = workload.make_inputs(1)
@@ -344,6 +351,7 @@ def capture(workload: Workload) -> Capture:
         verify_inputs=verify_inputs,
         cost=cost,
         dims=input_dims(workload, len(inputs)),
+        marks=marks,
     )
 
 

@@ -256,10 +256,12 @@ class Jitted:
         return traced
 
     def _program(self, route: Lookup, key: Hashable, args: tuple, kwargs: dict) -> Any:
-        """The signature's program on the caller's trace: rewritten, or the jaxpr resolution traced."""
-        program = route.candidate.program
-        if program:
+        """The signature's program on the caller's trace: rewritten and laid out (marked intermediates), or
+        the jaxpr resolution traced."""
+        program, layout = route.candidate.program, route.candidate.layout
+        if program or layout:
             from xtat.stages.program import rewrite
+            from xtat.stages.sharding.layouts import Layout, in_placement
 
             def traced_by_the_rewriter(*a: Any, **k: Any) -> Any:
                 out = self._fn(*a, **k)
@@ -267,7 +269,10 @@ class Jitted:
                 self._state.traced = route.config
                 return out
 
-            return rewrite(functools.wraps(self._fn)(traced_by_the_rewriter), program)(*args, **kwargs)
+            fn: Callable = functools.wraps(self._fn)(traced_by_the_rewriter)
+            fn = rewrite(fn, program) if program else fn
+            fn = in_placement(fn, Layout.parse(layout)) if layout else fn
+            return fn(*args, **kwargs)
         staged = self._staged.get(key)
         leaves = jax.tree.leaves(self._statics.split(args, kwargs)[1])
         if staged is None or len(leaves) != len(staged.jaxpr.in_avals):

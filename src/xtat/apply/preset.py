@@ -5,9 +5,10 @@ Three formats (`xtat export --preset FORMAT`):
 - `python`: a module with `COMPILER_OPTIONS` (workload name -> the
   `compiler_options` of `jax.jit`), `PROGRAM_REWRITES` (what compile options
   cannot express: apply those with `xtat.jit`), `ENVIRONMENT` (runtime
-  decisions: `xtat run`, or `taskset` and `XLA_FLAGS` by hand) and
-  `TUNED_UNDER`. It imports nothing but jax, and only when its `jit` helper
-  is called.
+  decisions: `xtat run`, or `taskset` and `XLA_FLAGS` by hand), `LAYOUTS`
+  (the sharding stage's: mesh, rules and each input's dimension names, which
+  its `jit` helper places the inputs by) and `TUNED_UNDER`. It imports
+  nothing but jax, and only when its `jit` helper is called.
 - `json`: the same data as one JSON document.
 - `xla-flags`: one `XLA_FLAGS` value. XLA_FLAGS is read once per process and
   applies to every compile in it, so this format is refused unless every
@@ -22,8 +23,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from xtat.apply.lookup import Unvetted, vetted
-from xtat.candidate import HOST_DEVICES_FLAG
+from xtat.candidate import HOST_DEVICES_FLAG, Candidate
 from xtat.errors import UserError
+from xtat.stages.sharding.layouts import Layout
 from xtat.store.sql import Store
 
 # Set on ExecutableBuildOptions, not DebugOptions: compiler_options takes them, XLA_FLAGS does not.
@@ -46,6 +48,7 @@ class PresetEntry:
     compile_options: dict[str, object]
     program_rewrites: dict[str, object]
     environment: dict[str, object]
+    layout: dict[str, object]  # the adopted layout: notation, mesh, rules, input dims (empty: none)
     tuned_under: dict[str, str]
     speedup: float | None = None
     speedup_ci: tuple[float | None, float | None] = (None, None)
@@ -66,7 +69,8 @@ def collect(store: Store, workload: str | None = None) -> list[PresetEntry]:
                             f"({refusal}); nothing was written") from None
         environment: dict[str, object] = dict(candidate.process.to_json())
         entry = PresetEntry(record.name, record.fingerprint, dict(candidate.compile_options), dict(candidate.program),
-                            environment, dict(record.env), result.speedup, (result.speedup_low, result.speedup_high))
+                            environment, _layout(candidate), dict(record.env), result.speedup,
+                            (result.speedup_low, result.speedup_high))
         earlier = entries.get(record.name)
         if earlier is not None and _deployed(earlier) != _deployed(entry):
             raise UserError(f"workloads {earlier.fingerprint[:12]} and {entry.fingerprint[:12]} are both named "
@@ -78,15 +82,27 @@ def collect(store: Store, workload: str | None = None) -> list[PresetEntry]:
     return list(entries.values())
 
 
+def _layout(candidate: Candidate) -> dict[str, object]:
+    """An adopted layout as a process without xtat applies it: the mesh's axes and sizes, the rules, and
+    the dimension names of each flat dynamic input."""
+    if not candidate.layout:
+        return {}
+    layout = Layout.parse(candidate.layout)
+    return {"layout": layout.notation(), "mesh": [list(axis) for axis in layout.mesh], "rules": dict(layout.rules),
+            "input_dims": [list(names) if names is not None else None for names in candidate.input_dims]}
+
+
 def _deployed(entry: PresetEntry) -> tuple:
-    return (json.dumps(entry.compile_options, sort_keys=True), json.dumps(entry.program_rewrites, sort_keys=True),
-            json.dumps(entry.environment, sort_keys=True))
+    return tuple(json.dumps(part, sort_keys=True) for part in
+                 (entry.compile_options, entry.program_rewrites, entry.environment, entry.layout))
 
 
 def render(entries: list[PresetEntry], fmt: PresetFormat, source: str) -> tuple[str, list[str]]:
     """The preset text and notes on what it cannot carry."""
     notes = [f"{e.name}: program rewrites {sorted(e.program_rewrites)} need xtat.jit; a preset cannot apply them"
              for e in entries if e.program_rewrites]
+    notes += [f"{e.name}: the preset places the inputs by layout {e.layout['layout']!r}; intermediates marked "
+              "with xtat.constrain are laid out only by xtat.jit" for e in entries if e.layout]
     if fmt is PresetFormat.XLA_FLAGS:
         return xla_flags(entries), notes + [
             f"{e.name}: tuned with {e.environment['cpu_count']} CPU(s); start the process with `xtat run` or taskset"
@@ -97,6 +113,7 @@ def render(entries: list[PresetEntry], fmt: PresetFormat, source: str) -> tuple[
         "compiler_options": {e.name: e.compile_options for e in entries},
         "program_rewrites": {e.name: e.program_rewrites for e in entries if e.program_rewrites},
         "environment": {e.name: e.environment for e in entries if e.environment},
+        "layouts": {e.name: e.layout for e in entries if e.layout},
         "tuned_under": {e.name: e.tuned_under for e in entries},
         "speedup": {e.name: {"median": e.speedup, "ci95": list(e.speedup_ci)} for e in entries},
     }
@@ -113,6 +130,9 @@ def xla_flags(entries: list[PresetEntry]) -> str:
                         f"exported have different options ({', '.join(e.name for e in entries)}); "
                         "export one with --workload NAME, or use --preset python or json")
     entry = entries[0]
+    if entry.layout:
+        raise UserError(f"{entry.name}'s adopted config places its inputs by layout {entry.layout['layout']!r}, "
+                        "which no XLA flag expresses; use --preset python or json, or xtat.jit")
     if "autotune_results" in entry.environment:
         raise UserError(f"{entry.name}'s adopted config carries XLA's autotune results, a file XLA_FLAGS can only "
                         "name; use --preset python or json, which carry them, or `xtat run`")
@@ -145,6 +165,10 @@ applies them. ENVIRONMENT holds runtime decisions (CPU count, host device
 count): start the process with `xtat run`, or with taskset and XLA_FLAGS; and,
 on GPU, `autotune_results`, XLA's tile choices, which `jit` below hands to XLA
 as a file (XLA loads one such file per process, at the first compile naming one).
+LAYOUTS holds the sharding stage's layouts: a mesh of the process's first
+devices, and the mesh axis of each named dimension; `jit` below places each
+call's inputs on it (on CPU, start the process with
+XLA_FLAGS=--xla_force_host_platform_device_count=N, as it was tuned).
 TUNED_UNDER says where each config was measured: on other versions or
 devices it may be slower, never wrong.
 """
@@ -154,6 +178,8 @@ COMPILER_OPTIONS = {compiler_options}
 PROGRAM_REWRITES = {program_rewrites}
 
 ENVIRONMENT = {environment}
+
+LAYOUTS = {layouts}
 
 TUNED_UNDER = {tuned_under}
 
@@ -178,7 +204,43 @@ def jit(fn, name=None, **jit_kwargs):
             handle.write(results)
         os.replace(path + ".partial", path)
         options["xla_gpu_load_autotune_results_from"] = path
-    return jax.jit(fn, compiler_options=options, **jit_kwargs)
+    jitted = jax.jit(fn, compiler_options=options, **jit_kwargs)
+    layout = LAYOUTS.get(name)
+    return _placing(jitted, layout, jit_kwargs) if layout else jitted
+
+
+def _placing(jitted, layout, jit_kwargs):
+    """jitted, with each call's dynamic inputs placed on the layout's mesh first."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    axes, sizes = [axis for axis, _ in layout["mesh"]], [size for _, size in layout["mesh"]]
+    mesh = Mesh(np.array(jax.devices()[:int(np.prod(sizes))]).reshape(sizes), tuple(axes))
+    shardings = [NamedSharding(mesh, PartitionSpec(*[layout["rules"].get(n) for n in names] if names else ()))
+                 for names in layout["input_dims"]]
+    static = jit_kwargs.get("static_argnums", ())
+    static = {{static}} if isinstance(static, int) else set(static)
+    static_names = jit_kwargs.get("static_argnames", ())
+    static_names = {{static_names}} if isinstance(static_names, str) else set(static_names)
+
+    def call(*args, **kwargs):
+        positions = {{i % len(args) for i in static if -len(args) <= i < len(args)}}
+        dynamic = [i for i in range(len(args)) if i not in positions]
+        names = [k for k in kwargs if k not in static_names]
+        leaves, tree = jax.tree.flatten(([args[i] for i in dynamic], {{k: kwargs[k] for k in names}}))
+        if len(leaves) != len(shardings) or any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+            return jitted(*args, **kwargs)  # inside another trace: the outer computation places its values
+        placed_args, placed_kwargs = jax.tree.unflatten(
+            tree, [jax.device_put(leaf, sharding) for leaf, sharding in zip(leaves, shardings)])
+        full = list(args)
+        for i, value in zip(dynamic, placed_args):
+            full[i] = value
+        return jitted(*full, **{{**kwargs, **placed_kwargs}})
+
+    for attribute in ("lower", "trace", "eval_shape", "clear_cache"):
+        setattr(call, attribute, getattr(jitted, attribute))
+    return call
 '''
 
 
@@ -189,4 +251,4 @@ def _python_module(document: dict) -> str:
     return _MODULE.format(
         source=document["source"], example=next(iter(document["compiler_options"])),
         **{key: literal(document[key]) for key in
-           ("compiler_options", "program_rewrites", "environment", "tuned_under", "speedup")})
+           ("compiler_options", "program_rewrites", "environment", "layouts", "tuned_under", "speedup")})

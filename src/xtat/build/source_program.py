@@ -32,5 +32,10 @@ class SourceProgram:
             from xtat.stages.program import rewrite
 
             fn = rewrite(fn, source.decisions)
+        if source.layout:  # marked intermediates laid out by the candidate's layout when jax traces it
+            from xtat.stages.sharding.layouts import Layout, in_placement
+
+            fn = in_placement(fn, Layout.parse(source.layout))
         self.call: Callable[..., Any]
         self.call, _ = flat_function(fn, args, kwargs)
+

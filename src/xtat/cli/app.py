@@ -315,7 +315,8 @@ def _layout_document(layout: str) -> dict:
     return {"mesh": ",".join(f"{axis}={size}" for axis, size in parsed.mesh),
             "rules": ", ".join(f"{name}:{axis}" for name, axis in parsed.rules),
             "devices": parsed.size,
-            "usage": "xtat.jit places the inputs on the mesh; start the process with that many devices "
+            "usage": "xtat.jit places the inputs on the mesh and lays out the intermediates marked with "
+                     "xtat.constrain; a python preset places the inputs. Start the process with that many devices "
                      f"(on CPU: XLA_FLAGS=--xla_force_host_platform_device_count={parsed.size})"}
 
 

@@ -34,20 +34,38 @@ from xtat.status import TrialStatus
 from xtat.test_hooks import hook
 
 DEFAULT_PROGRAM = "program.bin"
+# Exports the workload's program with a candidate's program-stage rewrites, traced in a layout's
+# placement ("" for none: `stages.sharding.constraints`).
+ExportRewritten = Callable[[dict, str], bytes]
 OWNER_FILE = "owner.pid"  # in a run folder: the process that owns it (`tuning.session.remove_abandoned_folders`)
+
+
+def program_request(candidate: Candidate, layout_in_program: bool) -> tuple[dict, str]:
+    """What a candidate's program is exported from: its rewrites, and its layout when the layout is traced
+    into the program (marked intermediates are constrained at trace time)."""
+    return dict(candidate.program), candidate.layout if layout_in_program else ""
+
+
+def program_digest(candidate: Candidate, layout_in_program: bool) -> str | None:
+    """The identity of a candidate's program file; None for the captured program itself."""
+    program, layout = program_request(candidate, layout_in_program)
+    if not program and not layout:
+        return None
+    return hashlib.sha256(json.dumps([program, layout], sort_keys=True).encode()).hexdigest()
 
 
 class ProcessRunner:
     def __init__(self, folder: Path, exported: bytes, inputs: list[np.ndarray],
-                 verify_inputs: list[np.ndarray] | None, export_rewritten: Callable[[dict], bytes],
+                 verify_inputs: list[np.ndarray] | None, export_rewritten: ExportRewritten,
                  startup_deadline_s: float, deadline_factor: float, min_deadline_s: float,
                  measure_lock: Path | None = None, device: str | None = None,
-                 dims: list[tuple[str, ...] | None] | None = None):
+                 dims: list[tuple[str, ...] | None] | None = None, layout_in_program: bool = False):
         self.folder = folder
         self.node = socket.gethostname()
         self.measure_lock = measure_lock  # held while timing (`runner.host_lock`)
         self.pool = Pool(folder, device)  # on GPU every worker sees only `device`
         self._export_rewritten = export_rewritten
+        self.layout_in_program = layout_in_program  # the workload marks intermediates: one program per layout
         self.startup_deadline_s = startup_deadline_s
         self.deadline_factor = deadline_factor
         self.min_deadline_s = min_deadline_s
@@ -77,14 +95,15 @@ class ProcessRunner:
     # -- programs and workers ---------------------------------------------------
 
     def program_file(self, candidate: Candidate) -> str:
-        """The exported program of a candidate, written once per distinct set of rewrites."""
-        if not candidate.program:
+        """The exported program of a candidate, written once per distinct set of rewrites (and layout,
+        when the workload marks intermediates)."""
+        key = program_digest(candidate, self.layout_in_program)
+        if key is None:
             return DEFAULT_PROGRAM
-        digest = hashlib.sha256(json.dumps(candidate.program, sort_keys=True).encode()).hexdigest()[:16]
-        name = f"program-{digest}.bin"
+        name = f"program-{key[:16]}.bin"
         path = self.folder / name
         if not path.exists():
-            path.write_bytes(self._export_rewritten(candidate.program))
+            path.write_bytes(self._export_rewritten(*program_request(candidate, self.layout_in_program)))
         return name
 
     def start(self) -> None:

@@ -15,8 +15,6 @@ confirmation of a winner run on the tuner's own machine, a node of the workload'
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import socket
@@ -29,15 +27,12 @@ from typing import Any
 from xtat.candidate import GPU_PLATFORMS, Candidate
 from xtat.errors import UserError
 from xtat.runner import protocol as p
+from xtat.runner.process import ExportRewritten, program_digest, program_request
 from xtat.runner.timing import Race, TimingPolicy
 from xtat.runner.verify import Budget, Tolerance
 from xtat.status import TrialStatus
 
 DEVICE_RESOURCE = "xtat_device"
-
-
-def _digest(program: dict) -> str:
-    return hashlib.sha256(json.dumps(program, sort_keys=True).encode()).hexdigest()
 
 
 def node_name() -> str:
@@ -51,17 +46,19 @@ class NodeWorker:
     """The body of a Ray actor: a `ProcessRunner` on one node of the cluster."""
 
     def __init__(self, exported: bytes, inputs: list, verify_inputs: list | None, platform: str,
-                 deadlines: tuple[float, float, float], dims: list | None = None):
+                 deadlines: tuple[float, float, float], dims: list | None = None, layout_in_program: bool = False):
         from xtat.runner.host_lock import host_lock_path, measured_device
         from xtat.runner.process import OWNER_FILE, ProcessRunner
 
         folder = Path(tempfile.mkdtemp(prefix="xtat-ray-"))
         (folder / OWNER_FILE).write_text(str(os.getpid()))  # removed by a later run once this process is gone
         self._programs: dict[str, bytes] = {}
-        self.runner = ProcessRunner(folder, exported, inputs, verify_inputs, lambda program:
-                                    self._programs[_digest(program)], *deadlines,
-                                    host_lock_path(platform, measured_device(platform)), measured_device(platform),
-                                    dims)
+        # Programs arrive with the candidates that run them (`build`), keyed as the runner names them.
+        self._digest = lambda candidate: program_digest(candidate, layout_in_program) or ""
+        self.runner = ProcessRunner(folder, exported, inputs, verify_inputs, lambda program, layout:
+                                    self._programs[self._digest(Candidate(program=program, layout=layout))],
+                                    *deadlines, host_lock_path(platform, measured_device(platform)),
+                                    measured_device(platform), dims, layout_in_program)
         self.runner.node = node_name()
 
     def describe(self) -> dict[str, Any]:
@@ -78,7 +75,7 @@ class NodeWorker:
 
     def build(self, id: str, candidate: Candidate, program: bytes | None, is_default: bool) -> p.Compiled | p.Failed:
         if program is not None:
-            self._programs[_digest(candidate.program)] = program
+            self._programs[self._digest(candidate)] = program
         return self.runner.build(id, candidate, is_default=is_default)
 
     def measure(self, id: str, candidate: Candidate, tolerance: Tolerance, timing: TimingPolicy, is_default: bool,
@@ -158,11 +155,12 @@ class RaySlot:
 class RayPool:
     """The workers of one run on a Ray cluster, and what they share."""
 
-    def __init__(self, actors: list[tuple[Any, str]], export_rewritten: Callable[[dict], bytes]):
+    def __init__(self, actors: list[tuple[Any, str]], export_rewritten: ExportRewritten, layout_in_program: bool):
         import ray
 
         self._ray = ray
         self._export_rewritten = export_rewritten
+        self._layout_in_program = layout_in_program
         self._programs: dict[str, bytes] = {}
         self._live = list(actors)
         self._lock = threading.Lock()
@@ -178,12 +176,12 @@ class RayPool:
 
     def program_of(self, candidate: Candidate) -> bytes | None:
         """A candidate's rewritten program, exported here once (a worker cannot rewrite Python)."""
-        if not candidate.program:
+        key = program_digest(candidate, self._layout_in_program)
+        if key is None:
             return None
-        key = _digest(candidate.program)
         with self._lock:
             if key not in self._programs:
-                self._programs[key] = self._export_rewritten(candidate.program)
+                self._programs[key] = self._export_rewritten(*program_request(candidate, self._layout_in_program))
             return self._programs[key]
 
     def survivor(self, lost_actor: Any) -> tuple[Any, str] | None:

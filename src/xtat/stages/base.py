@@ -34,6 +34,8 @@ class Context:
     # declared them (else `batch` names the leading axis of its last argument's arrays).
     input_dims: tuple[tuple[tuple[str, ...] | None, tuple[int, ...]], ...] = ()
     dims_declared: bool = False
+    # The intermediates the workload marks (`xtat.constrain`): names and shape each (`Capture.marks`).
+    marks: tuple[tuple[tuple[str, ...], tuple[int, ...]], ...] = ()
 
 
 class Stage(Protocol):

@@ -14,26 +14,33 @@ from typing import Any
 from xtat.arguments import export_flat
 from xtat.errors import UserError
 from xtat.runner.host_lock import host_lock_path, measured_device
-from xtat.runner.process import OWNER_FILE, ProcessRunner
+from xtat.runner.process import OWNER_FILE, ExportRewritten, ProcessRunner
 from xtat.source import Source, is_source
 from xtat.tuning.settings import TuneSettings
 from xtat.workload import Capture
 
 
-def rewritten_exporter(captured: Capture) -> Callable[[dict], bytes]:
-    """Exports the workload's program with a set of program-stage rewrites applied
-    (for a program with host callbacks: its source, with the rewrites to apply in the worker)."""
+def rewritten_exporter(captured: Capture) -> ExportRewritten:
+    """Exports the workload's program with a set of program-stage rewrites applied, traced in a layout's
+    placement when one is given (marked intermediates laid out by it: `xtat.constrain`); for a program
+    with host callbacks, its source with the rewrites and layout to apply in the worker."""
     if is_source(captured.exported):
         source = Source.from_bytes(captured.exported)
-        return lambda program: source.with_decisions(program).to_bytes()
+        return lambda program, layout: source.with_decisions(program, layout).to_bytes()
     workload = captured.workload
 
-    def export(program: dict) -> bytes:
+    def export(program: dict, layout: str) -> bytes:
         from xtat.stages.program import rewrite
+        from xtat.stages.sharding.layouts import Layout, in_placement, shardings
 
         try:
             fn, args, kwargs = workload.bound()
-            return export_flat(rewrite(fn, program), args, kwargs, captured.leaves)
+            fn = rewrite(fn, program) if program else fn
+            if not layout:
+                return export_flat(fn, args, kwargs, captured.leaves)
+            parsed = Layout.parse(layout)
+            return export_flat(in_placement(fn, parsed), args, kwargs, captured.leaves,
+                               shardings(parsed, captured.dims))
         except UserError:
             raise
         except Exception as exc:  # e.g. a knob choice that adds a host callback, which jax.export refuses
@@ -56,7 +63,7 @@ def open_runner(captured: Capture, settings: TuneSettings, *, verify_inputs: boo
     runner = ProcessRunner(folder, captured.exported, captured.inputs,
                       captured.verify_inputs if verify_inputs else None, rewritten_exporter(captured),
                       settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s,
-                      host_lock_path(platform, device), device, captured.dims)
+                      host_lock_path(platform, device), device, captured.dims, bool(captured.marks))
     try:
         yield runner
     finally:
@@ -101,8 +108,8 @@ def open_ray_runner(captured: Capture, settings: TuneSettings, worker_class: typ
             deadlines = (settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
             actors = start_workers(worker_class or NodeWorker, settings.workers,
                                    (captured.exported, captured.inputs, captured.verify_inputs, env["platform"],
-                                    deadlines, captured.dims), env)
-            pool = RayPool(actors, rewritten_exporter(captured))
+                                    deadlines, captured.dims, bool(captured.marks)), env)
+            pool = RayPool(actors, rewritten_exporter(captured), bool(captured.marks))
             yield RayRunner(local, pool)
     finally:
         if pool is not None:

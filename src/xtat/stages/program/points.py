@@ -67,6 +67,7 @@ FUSIBLE = ELEMENTWISE | BROADCAST | REDUCE
 # A barrier in front of them makes XLA materialise the operand once, so their
 # edges are ranked before all others.
 REUSING = frozenset({"gather", "dynamic_slice"})
+SHARDING_CONSTRAINT = "sharding_constraint"  # a layout's, on a marked intermediate: no decision of its own
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Point:
     values: tuple
     default: object
     producer: int = -1  # barriers only
+    operand: int = -1  # barriers only: the consumer's operand that the edge feeds
     size: int = 0  # barriers only: bytes of the edge, to rank them
     reusing: bool = False  # barriers only: the consumer reads operand elements many times
 
@@ -145,13 +147,29 @@ def replace_sub_jaxprs(params: dict, new: dict[tuple[str, int], core.Jaxpr | cor
     return params
 
 
+def locations(jaxpr: core.Jaxpr) -> list[int]:
+    """Each equation's number in decision ids: its index, not counting the sharding constraints before
+    it. A layout's constraints on marked intermediates (`xtat.constrain`) carry no decision of this
+    stage, so every id stays as the trace without a layout has it."""
+    numbers, number = [], 0
+    for eqn in jaxpr.eqns:
+        numbers.append(number)
+        number += eqn.primitive.name != SHARDING_CONSTRAINT
+    return numbers
+
+
 def level_points(jaxpr: core.Jaxpr, prefix: str) -> list[Point]:
     """Every decision point of this jaxpr level (nested jaxprs not included), in equation order."""
+    at = locations(jaxpr)
     producers: dict[core.Var, int] = {}
     points: list[Point] = []
     for i, eqn in enumerate(jaxpr.eqns):
         name = eqn.primitive.name
-        loc = f"{prefix}{i}"
+        loc = f"{prefix}{at[i]}"
+        if name == SHARDING_CONSTRAINT:  # transparent: its output is its operand, laid out
+            if eqn.invars[0] in producers:
+                producers[eqn.outvars[0]] = producers[eqn.invars[0]]
+            continue
         if name == SCAN:
             point = _scan_point(eqn, loc, i)
             if point is not None:
@@ -162,7 +180,7 @@ def level_points(jaxpr: core.Jaxpr, prefix: str) -> list[Point]:
                 points.append(point)
         reusing = reusing_operands(eqn)
         if name in FUSIBLE or reusing:
-            points.extend(_barrier_points(eqn, i, prefix, producers, jaxpr, reusing, every=name in FUSIBLE))
+            points.extend(_barrier_points(eqn, i, prefix, producers, jaxpr, reusing, at, every=name in FUSIBLE))
         if name in FUSIBLE:
             if len(eqn.outvars) == 1 and not isinstance(eqn.outvars[0], core.DropVar):
                 producers[eqn.outvars[0]] = i
@@ -223,7 +241,7 @@ def _dot_point(eqn: core.JaxprEqn, loc: str, i: int) -> Point | None:
 
 def _barrier_points(
     eqn: core.JaxprEqn, c: int, prefix: str, producers: dict[core.Var, int], jaxpr: core.Jaxpr,
-    reusing: set[int], every: bool,
+    reusing: set[int], at: list[int], every: bool,
 ) -> Iterator[Point]:
     """Edges into consumer `c`: every operand of a fusible consumer, else only its reusing ones."""
     seen: set[core.Var] = set()
@@ -244,11 +262,12 @@ def _barrier_points(
         producer = jaxpr.eqns[p].primitive.name
         yield Point(
             BARRIER,
-            f"{BARRIER}@{prefix}{p}>{c}:{producer}>{eqn.primitive.name}:{short_aval(aval)}",
+            f"{BARRIER}@{prefix}{at[p]}>{at[c]}:{producer}>{eqn.primitive.name}:{short_aval(aval)}",
             c,
             (False, True),
             False,
             producer=p,
+            operand=k,
             size=size,
             reusing=k in reusing,
         )

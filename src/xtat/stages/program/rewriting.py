@@ -212,18 +212,19 @@ def _check_knobs_known(knob_values: Mapping[str, object], traced: Traced) -> Non
 
 def check_program(jaxpr: core.Jaxpr, prefix: str = "") -> None:
     """Raise UserError if some equation (at any depth) cannot be re-emitted faithfully."""
+    at = pts.locations(jaxpr)
     for i, eqn in enumerate(jaxpr.eqns):
         name = eqn.primitive.name
         subs = pts.sub_jaxprs(eqn)
         if subs and name not in SUPPORTED_HIGHER_ORDER:
             raise UserError(
-                f"the program stage cannot rewrite this function: primitive {name!r} at {prefix}{i} holds "
+                f"the program stage cannot rewrite this function: primitive {name!r} at {prefix}{at[i]} holds "
                 f"nested jaxprs whose params it does not know how to rebuild (supported: "
                 f"{', '.join(sorted(SUPPORTED_HIGHER_ORDER))}); tune without the program stage"
             )
         # Nested first, so that the error names the primitive that has the effect, not its loop.
         for k, (_, _, sub) in enumerate(subs):
-            check_program(_open(sub), f"{prefix}{i}.{k}/")
+            check_program(_open(sub), f"{prefix}{at[i]}.{k}/")
         if eqn.effects:
             kinds = ", ".join(
                 sorted(
@@ -232,7 +233,7 @@ def check_program(jaxpr: core.Jaxpr, prefix: str = "") -> None:
                 )
             )
             raise UserError(
-                f"the program stage cannot rewrite this function: primitive {name!r} at {prefix}{i} has side "
+                f"the program stage cannot rewrite this function: primitive {name!r} at {prefix}{at[i]} has side "
                 f"effects ({kinds}). Tuning re-traces and re-runs the program many times, in other processes, "
                 "which would repeat or reorder them; remove jax.debug.print / callbacks from the tuned "
                 "function, or tune without the program stage"
@@ -244,10 +245,11 @@ def walk_points(jaxpr: core.Jaxpr, prefix: str = "") -> Iterator[pts.Point]:
     by_eqn: dict[int, list[pts.Point]] = {}
     for point in pts.level_points(jaxpr, prefix):
         by_eqn.setdefault(point.eqn, []).append(point)
+    at = pts.locations(jaxpr)
     for i, eqn in enumerate(jaxpr.eqns):
         yield from by_eqn.get(i, ())
         for k, (_, _, sub) in enumerate(pts.sub_jaxprs(eqn)):
-            yield from walk_points(_open(sub), f"{prefix}{i}.{k}/")
+            yield from walk_points(_open(sub), f"{prefix}{at[i]}.{k}/")
 
 
 def _open(jaxpr: core.Jaxpr | core.ClosedJaxpr) -> core.Jaxpr:
@@ -283,13 +285,14 @@ class Rewriter:
             env[var] = val
 
         unroll, layout, barriers = self._plan(jaxpr, prefix) if self._has_decisions_under(prefix) else ({}, {}, {})
+        at = pts.locations(jaxpr)
         for i, eqn in enumerate(jaxpr.eqns):
             params = dict(eqn.params)
             subs = pts.sub_jaxprs(eqn)
             if subs:
                 new = {}
                 for k, (name, index, sub) in enumerate(subs):
-                    sub_prefix = f"{prefix}{i}.{k}/"
+                    sub_prefix = f"{prefix}{at[i]}.{k}/"
                     if self._has_decisions_under(sub_prefix):
                         new[(name, index)] = self._retrace(sub, sub_prefix)
                 params = pts.replace_sub_jaxprs(params, new)
@@ -337,7 +340,10 @@ class Rewriter:
                 assert isinstance(value, str)
                 layout[point.eqn] = value
             elif point.kind == pts.BARRIER:
-                barriers.setdefault(point.eqn, set()).add(jaxpr.eqns[point.producer].outvars[0])
+                # The consumer's operand: the producer's output, or a layout's constraint of it.
+                operand = jaxpr.eqns[point.eqn].invars[point.operand]
+                assert isinstance(operand, core.Var)  # an edge has a producer: never a literal
+                barriers.setdefault(point.eqn, set()).add(operand)
         return unroll, layout, barriers
 
     def _retrace(

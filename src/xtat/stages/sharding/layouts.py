@@ -8,11 +8,14 @@ a size the mesh axis divides, and no array has two of its axes on one mesh axis.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from xtat.dims import Placement, placed
 from xtat.errors import UserError
 
 AXES = ("data", "model")  # Mesh-TF's two mesh axes: rows (data parallel) and columns (model parallel)
@@ -107,16 +110,41 @@ def partition_spec(layout: Layout, names: tuple[str, ...] | None) -> tuple[str |
     return tuple(layout.axis_of(name) for name in names) if names else ()
 
 
-def shardings(layout: Layout, leaf_names: Sequence[tuple[str, ...] | None], devices: Sequence | None = None) -> list:
-    """A `NamedSharding` per input array: `layout`'s mesh over the first `layout.size` devices."""
+def mesh_of(layout: Layout, devices: Sequence | None = None):
+    """`layout`'s `jax.sharding.Mesh` over the first `layout.size` devices (this process's by default)."""
     import jax
     import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    from jax.sharding import Mesh
 
     available = list(jax.devices() if devices is None else devices)
     if len(available) < layout.size:
         raise UserError(f"layout {layout.notation()!r} needs {layout.size} devices; this process has "
                         f"{len(available)}")
-    mesh = Mesh(np.array(available[: layout.size]).reshape([size for _, size in layout.mesh]),
+    return Mesh(np.array(available[: layout.size]).reshape([size for _, size in layout.mesh]),
                 tuple(axis for axis, _ in layout.mesh))
+
+
+def shardings(layout: Layout, leaf_names: Sequence[tuple[str, ...] | None], devices: Sequence | None = None) -> list:
+    """A `NamedSharding` per input array: `layout`'s mesh over the first `layout.size` devices."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    mesh = mesh_of(layout, devices)
     return [NamedSharding(mesh, PartitionSpec(*partition_spec(layout, names))) for names in leaf_names]
+
+
+def in_placement(fn: Callable, layout: Layout, devices: Sequence | None = None) -> Callable:
+    """`fn`, with the intermediates it marks (`xtat.constrain`) laid out by `layout` on its mesh
+    whenever jax traces it."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    mesh = mesh_of(layout, devices)
+    placement = Placement(lambda x, names: jax.lax.with_sharding_constraint(
+        x, NamedSharding(mesh, PartitionSpec(*partition_spec(layout, names)))))
+
+    @functools.wraps(fn)
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        with placed(placement):
+            return fn(*args, **kwargs)
+
+    return traced

@@ -40,11 +40,14 @@ class ShardingStage:
         self._notes = []
         if context.devices < 2:
             return []
-        layouts = enumerate_layouts(context.input_dims, context.devices)[1:]  # replicated: everything D times
+        # A layout must divide the marked intermediates' named dimensions too; [1:] leaves out the replicated
+        # layout (everything D times).
+        layouts = enumerate_layouts([*context.input_dims, *context.marks], context.devices)[1:]
         if not context.dims_declared:
             self._notes.append("sharding: the workload declares no dimensions (Workload dims=); batch-only "
                                "layouts from the leading axis of its last argument's arrays")
-        self._notes.append(f"sharding: {len(layouts)} valid layout(s) on {context.devices} devices")
+        marked = f", {len(context.marks)} marked intermediate(s) laid out by each" if context.marks else ""
+        self._notes.append(f"sharding: {len(layouts)} valid layout(s) on {context.devices} devices{marked}")
         if not layouts:
             return []
         return [Decision(self.name, LAYOUT, ("", *(layout.notation() for layout in layouts)), "")]
