@@ -9,8 +9,14 @@ alone with the grid strategy and a budget of every layout plus the default, so e
 (`stages.sharding.layouts.enumerate_layouts`) is compiled for its mesh, verified against the
 single-device reference and timed; the best is adopted only when confirmed through the deploy path
 (`jax.jit(..., in_shardings=...)` in fresh processes, interleaved with the default placement), and
-`xtat explain` measures the sharding stage's share. Prints a Markdown table; `--out DIR` keeps the
+`xtat explain` measures the sharding stage's share. When the search's finalists were all slower than
+the default (nothing adopted), the fastest is confirmed through the deploy path all the same, so the
+row's figure is a deploy-path one whatever its sign. Prints a Markdown table; `--out DIR` keeps the
 stores and a JSON of the rows.
+
+    .venv/bin/python benchmarks/sharding_layouts.py --confirm-best TARGET DB --devices N
+
+confirms the fastest finalist of an existing store (a run made before this step existed).
 """
 
 from __future__ import annotations
@@ -48,7 +54,38 @@ def run_one(target: str, db: str) -> dict:
     if result.adopted:
         ablation = explain(workload, db=db)
         row["sharding_share"] = ablation.stage_shares.get("sharding")
+    else:
+        row.update(confirm_best(target, db))
     return row
+
+
+def confirm_best(target: str, db: str) -> dict:
+    """The store's fastest finalist, deployed as production deploys it in fresh processes and timed
+    interleaved with the default (`tuning.confirmation`): the figure for a layout nothing adopted."""
+    from xtat.space.space import config_id
+    from xtat.stages.base import concretize
+    from xtat.stages.registry import make_stages
+    from xtat.store.sql import Store
+    from xtat.targets import load_target
+    from xtat.tuning.confirmation import confirm
+    from xtat.tuning.session import open_runner
+    from xtat.tuning.settings import TuneSettings
+    from xtat.workload import capture
+
+    captured = capture(load_target(target))
+    with Store.open(db) as store:
+        result = store.latest_result(store.find_workload(captured.fingerprint).id)
+    finalists = (result.detail.get("summary", {}).get("finalists") if result else None) or []
+    if not finalists:
+        return {"deploy": None}
+    best = finalists[0]["config"]
+    settings = TuneSettings()
+    with open_runner(captured, settings) as runner:
+        confirmed = confirm(runner, concretize(make_stages(), best), config_id(best), settings)
+    return {"deploy": {"layout": best.get("sharding", {}).get("layout"), "verdict": confirmed.verdict.value,
+                       "speedup": confirmed.speedup, "speedup_ci": list(confirmed.speedup_ci),
+                       "default_ms": confirmed.default_s * 1e3, "layout_ms": confirmed.candidate_s * 1e3,
+                       "rounds": confirmed.rounds, "error": confirmed.error}}
 
 
 def main() -> None:
@@ -56,10 +93,20 @@ def main() -> None:
     parser.add_argument("--targets", default="suite:mesh-transformer/train,suite:moe-glam/train")
     parser.add_argument("--devices", default="2,4")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--confirm-best", nargs=2, metavar=("TARGET", "DB"))
     parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # TARGET DB, in a process with its devices
+    parser.add_argument("--best", nargs=2, help=argparse.SUPPRESS)  # TARGET DB, in a process with its devices
     options = parser.parse_args()
-    if options.one:
-        print(json.dumps(run_one(*options.one)))
+    if options.one or options.best:
+        print(json.dumps(run_one(*options.one) if options.one else confirm_best(*options.best)))
+        return
+    if options.confirm_best:
+        env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={int(options.devices)}"}
+        run = subprocess.run([sys.executable, __file__, "--best", *options.confirm_best], env=env,
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            raise SystemExit(f"confirming failed:\n{run.stderr[-3000:]}")
+        print(run.stdout.strip().splitlines()[-1])
         return
     out = options.out or Path(tempfile.mkdtemp(prefix="xtat-sharding-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -80,8 +127,11 @@ def main() -> None:
     for r in rows:
         trials = ", ".join(f"{k} {v}" for k, v in sorted(r["trials"].items()))
         share = f"{r['sharding_share']:.0%}" if r.get("sharding_share") is not None else "-"
-        print(f"| {r['target']} | {r['devices']} | {r['layouts']} | {trials} | {r['layout'] or 'none'} | "
-              f"{r['speedup']:.3f} [{r['speedup_ci'][0]:.3f}, {r['speedup_ci'][1]:.3f}] | {share} |")
+        deploy = r.get("deploy")
+        layout, speedup, ci = ((deploy["layout"] + " (not adopted)", deploy["speedup"], deploy["speedup_ci"])
+                               if deploy else (r["layout"] or "none", r["speedup"], r["speedup_ci"]))
+        print(f"| {r['target']} | {r['devices']} | {r['layouts']} | {trials} | {layout} | "
+              f"{speedup:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | {share} |")
 
 
 if __name__ == "__main__":
