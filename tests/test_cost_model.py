@@ -288,7 +288,7 @@ def test_a_raced_trial_is_never_a_finalist_even_if_its_partial_median_is_fast(tm
 def test_worker_compile_cache_returns_the_earlier_build(tmp_path):
     captured = capture(tiny_mlp())
     runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, captured.verify_inputs,
-                           lambda program: b"", 60.0, 10.0, 20.0)
+                           lambda program, layout: b"", 60.0, 10.0, 20.0)
     try:
         runner.start()  # its start compiled the default for the reference outputs
         first = runner.build(DEFAULT_ID, Candidate())

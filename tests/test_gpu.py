@@ -288,7 +288,8 @@ def test_the_pool_closes_the_least_recently_used_worker(tmp_path, monkeypatch):
 
 def test_the_autotune_probe_is_empty_on_cpu(tmp_path):
     captured = capture(tiny_mlp())
-    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, None, lambda program: b"", 60.0, 10.0, 20.0)
+    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, None, lambda program, layout: b"",
+                           60.0, 10.0, 20.0)
     try:
         assert runner.autotune_results(Candidate()) == ""  # XLA:CPU has no autotuner to dump
         assert not list(tmp_path.glob("autotune-*"))

@@ -44,7 +44,7 @@ def _workload() -> xtat.Workload:
 def runner(tmp_path):
     captured = capture(_workload())
     runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, captured.verify_inputs,
-                           lambda program: b"", 120.0, 10.0, 60.0, device="0")
+                           lambda program, layout: b"", 120.0, 10.0, 60.0, device="0")
     runner.start()
     yield runner
     runner.close()
@@ -86,7 +86,7 @@ def test_running_out_of_device_memory_is_recorded_as_oom(tmp_path):
         return jnp.broadcast_to(x, (elements,)) * 2.0
 
     captured = capture(xtat.Workload(too_big, (np.float32(1.0),), name="gpu_oom"))
-    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, None, lambda program: b"",
+    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, None, lambda program, layout: b"",
                            120.0, 10.0, 60.0, device="0")
     try:
         with pytest.raises(UserError, match="RESOURCE_EXHAUSTED|[Oo]ut of memory"):

@@ -422,7 +422,7 @@ def test_no_improvement_is_claimed_between_equal_configs_on_a_noisy_machine(tmp_
     from xtat.workload import capture
 
     captured = capture(tiny_mlp())
-    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, None, lambda program: b"",
+    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, None, lambda program, layout: b"",
                            startup_deadline_s=120, deadline_factor=10, min_deadline_s=30)
     spin = "import time\nend=time.time()+600\nwhile time.time()<end: pass"
     neighbour = subprocess.Popen([sys.executable, "-c", spin])
