@@ -33,6 +33,11 @@ M = [Mutation(*m) for m in [
  ("one device", "src/xtat/runner/pool.py", "            base[\"CUDA_VISIBLE_DEVICES\"] = device", "            pass", T),
  ("least recently used", "src/xtat/runner/pool.py", "            self._workers[setup] = self._workers.pop(setup)  # most recently used last",
   "            pass", T),
+ ("a layout's GPUs", "src/xtat/runner/host_lock.py", "[str(i) for i in range(count)])[:count])",
+  "[str(i) for i in range(count)])[:1])", T + " -k layout_over"),
+ ("each GPU's lock held", "src/xtat/runner/host_lock.py",
+  "        for path in sorted([Path(paths)] if isinstance(paths, (str, Path)) else paths):",
+  "        for path in sorted([Path(paths)] if isinstance(paths, (str, Path)) else paths)[:1]:", T + " -k layout_over"),
  ("tiles vet", S, "            if platform not in GPU_PLATFORMS:\n                found.append", "            if False:\n                found.append", T),
 ]]
 

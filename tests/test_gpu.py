@@ -9,6 +9,8 @@ needs a GPU; `scripts/gpu-check` runs the rest on one.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +21,7 @@ from tiny import tiny_mlp
 from xtat.apply.lookup import AUTOTUNE_OPTION, Found, Lookup, deployment
 from xtat.candidate import AUTOTUNE_FLAG, Candidate, ProcessSetup
 from xtat.errors import UserError
-from xtat.runner.host_lock import host_lock_path, measured_device
+from xtat.runner.host_lock import holding, host_locks, measured_device
 from xtat.runner.pool import Pool
 from xtat.runner.process import ProcessRunner
 from xtat.stages.base import Context
@@ -257,7 +259,7 @@ def test_gpu_codegen_space_is_typed_by_this_xla():
 def test_gpu_workers_see_one_device_and_preallocate_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     assert measured_device("cuda") == "3" and measured_device("cpu") is None
-    assert host_lock_path("cuda", "3") != host_lock_path("cuda", "5")
+    assert host_locks("cuda", "3") != host_locks("cuda", "5")
     pool = Pool(tmp_path, device="3")
     try:
         worker = pool.fresh(ProcessSetup())
@@ -266,6 +268,32 @@ def test_gpu_workers_see_one_device_and_preallocate_nothing(tmp_path, monkeypatc
         assert environ["CUDA_VISIBLE_DEVICES"] == "3" and environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
     finally:
         pool.close()
+
+
+def test_a_layout_over_several_gpus_gives_workers_those_gpus_and_times_under_each_ones_lock(tmp_path, monkeypatch):
+    from xtat.tuning.session import worker_devices
+    from xtat.tuning.settings import TuneSettings
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,7")
+    assert measured_device("cuda", 2) == "3,5" and measured_device("cpu", 2) is None
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert measured_device("cuda", 2) == "0,1"
+    assert worker_devices(TuneSettings(stages=("codegen",))) == 1  # no layouts: one GPU, as before
+    locks = host_locks("cuda", "3,5")
+    assert locks == host_locks("cuda", "3") + host_locks("cuda", "5")
+    pool = Pool(tmp_path, device="3,5")
+    try:
+        worker = pool.fresh(ProcessSetup())
+        environ = dict(item.split("=", 1) for item in
+                       Path(f"/proc/{worker.pid}/environ").read_text().split("\0") if "=" in item)
+        assert environ["CUDA_VISIBLE_DEVICES"] == "3,5"
+    finally:
+        pool.close()
+    probe = ("import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\n"
+             "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)")
+    with holding(locks):  # a run timing on GPU 5 alone waits for this one
+        assert subprocess.run([sys.executable, "-c", probe, str(locks[1])]).returncode == 3
+    assert subprocess.run([sys.executable, "-c", probe, str(locks[1])]).returncode == 0
 
 
 def test_the_pool_closes_the_least_recently_used_worker(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ import random
 import re
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -58,7 +58,7 @@ class ProcessRunner:
     def __init__(self, folder: Path, exported: bytes, inputs: list[np.ndarray],
                  verify_inputs: list[np.ndarray] | None, export_rewritten: ExportRewritten,
                  startup_deadline_s: float, deadline_factor: float, min_deadline_s: float,
-                 measure_lock: Path | None = None, device: str | None = None,
+                 measure_lock: Sequence[Path] | None = None, device: str | None = None,
                  dims: list[tuple[str, ...] | None] | None = None, layout_in_program: bool = False):
         self.folder = folder
         self.node = socket.gethostname()
@@ -293,7 +293,7 @@ class ProcessPlacement:
     inner: dict[str, int]
     failed: dict[str, str]
     deadline_s: float
-    measure_lock: Path | None = None
+    measure_lock: Sequence[Path] | None = None
 
     def sample_round(self, shuffle: random.Random) -> dict[str, float]:
         # Measured: with a fixed order 92 of 100 runs were biased between two identical builds.

@@ -46,8 +46,9 @@ class NodeWorker:
     """The body of a Ray actor: a `ProcessRunner` on one node of the cluster."""
 
     def __init__(self, exported: bytes, inputs: list, verify_inputs: list | None, platform: str,
-                 deadlines: tuple[float, float, float], dims: list | None = None, layout_in_program: bool = False):
-        from xtat.runner.host_lock import host_lock_path, measured_device
+                 deadlines: tuple[float, float, float], dims: list | None = None, layout_in_program: bool = False,
+                 devices: int = 1):
+        from xtat.runner.host_lock import host_locks, measured_device
         from xtat.runner.process import OWNER_FILE, ProcessRunner
 
         folder = Path(tempfile.mkdtemp(prefix="xtat-ray-"))
@@ -57,8 +58,8 @@ class NodeWorker:
         self._digest = lambda candidate: program_digest(candidate, layout_in_program) or ""
         self.runner = ProcessRunner(folder, exported, inputs, verify_inputs, lambda program, layout:
                                     self._programs[self._digest(Candidate(program=program, layout=layout))],
-                                    *deadlines, host_lock_path(platform, measured_device(platform)),
-                                    measured_device(platform), dims, layout_in_program)
+                                    *deadlines, host_locks(platform, measured_device(platform, devices)),
+                                    measured_device(platform, devices), dims, layout_in_program)
         self.runner.node = node_name()
 
     def describe(self) -> dict[str, Any]:
@@ -233,18 +234,19 @@ def connect(executor: str, workers: int) -> bool:
                         "with `ray start --head --resources '{\"xtat_device\": 1}'`") from exc
 
 
-def start_workers(worker_class: type, workers: int, args: tuple, env: dict | None) -> list[tuple[Any, str]]:
-    """`workers` actors of `worker_class`, each holding one device unit; refused if the cluster has fewer
-    units, and any whose node's environment is not `env` (None: not checked)."""
+def start_workers(worker_class: type, workers: int, args: tuple, env: dict | None,
+                  devices: int = 1) -> list[tuple[Any, str]]:
+    """`workers` actors of `worker_class`, each holding one device unit (and on GPU `devices` GPUs); refused
+    if the cluster has fewer units, and any whose node's environment is not `env` (None: not checked)."""
     import ray
 
     units = int(ray.cluster_resources().get(DEVICE_RESOURCE, 0))
     if units < workers:
         raise UserError(f"--workers {workers}: the Ray cluster offers {units} '{DEVICE_RESOURCE}' unit(s), one per "
                         f"device; start each node with --resources '{{\"{DEVICE_RESOURCE}\": 1}}' or lower --workers")
-    # On GPU each actor also takes one of its node's GPUs: Ray sets its CUDA_VISIBLE_DEVICES, so two
-    # actors of a node never time on the same one (`runner.host_lock.measured_device`).
-    gpus = 1 if env is not None and env.get("platform") in GPU_PLATFORMS else 0
+    # On GPU each actor also takes its node's GPUs, one or a layout's `devices`: Ray sets its
+    # CUDA_VISIBLE_DEVICES, so two actors of a node never time on the same one (`runner.host_lock`).
+    gpus = devices if env is not None and env.get("platform") in GPU_PLATFORMS else 0
     remote: Any = ray.remote(num_cpus=0, num_gpus=gpus, resources={DEVICE_RESOURCE: 1},
                              max_restarts=0)(worker_class)
     refs = [ray.put(arg) for arg in args]

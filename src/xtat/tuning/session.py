@@ -13,7 +13,7 @@ from typing import Any
 
 from xtat.arguments import export_flat
 from xtat.errors import UserError
-from xtat.runner.host_lock import host_lock_path, measured_device
+from xtat.runner.host_lock import host_locks, measured_device
 from xtat.runner.process import OWNER_FILE, ExportRewritten, ProcessRunner
 from xtat.source import Source, is_source
 from xtat.tuning.settings import TuneSettings
@@ -50,6 +50,16 @@ def rewritten_exporter(captured: Capture) -> ExportRewritten:
     return export
 
 
+def worker_devices(settings: TuneSettings) -> int:
+    """How many of this process's devices a GPU worker sees: all of them when the sharding stage lays
+    programs out over them, else one (to time on it without holding memory on the others)."""
+    import jax
+
+    from xtat.stages.sharding import SHARDING
+
+    return jax.device_count() if SHARDING in settings.stages else 1
+
+
 @contextmanager
 def open_runner(captured: Capture, settings: TuneSettings, *, verify_inputs: bool = True,
                  prefix: str = "xtat-run-") -> Iterator[ProcessRunner]:
@@ -57,13 +67,13 @@ def open_runner(captured: Capture, settings: TuneSettings, *, verify_inputs: boo
     Without `verify_inputs` the second input set is not sent (nothing will be re-verified)."""
     remove_abandoned_folders()
     platform = captured.identity.env["platform"]
-    device = measured_device(platform)
+    device = measured_device(platform, worker_devices(settings))
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     (folder / OWNER_FILE).write_text(str(os.getpid()))
     runner = ProcessRunner(folder, captured.exported, captured.inputs,
                       captured.verify_inputs if verify_inputs else None, rewritten_exporter(captured),
                       settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s,
-                      host_lock_path(platform, device), device, captured.dims, bool(captured.marks))
+                      host_locks(platform, device), device, captured.dims, bool(captured.marks))
     try:
         yield runner
     finally:
@@ -108,7 +118,8 @@ def open_ray_runner(captured: Capture, settings: TuneSettings, worker_class: typ
             deadlines = (settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
             actors = start_workers(worker_class or NodeWorker, settings.workers,
                                    (captured.exported, captured.inputs, captured.verify_inputs, env["platform"],
-                                    deadlines, captured.dims, bool(captured.marks)), env)
+                                    deadlines, captured.dims, bool(captured.marks), worker_devices(settings)),
+                                   env, worker_devices(settings))
             pool = RayPool(actors, rewritten_exporter(captured), bool(captured.marks))
             yield RayRunner(local, pool)
     finally:
