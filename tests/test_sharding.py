@@ -145,17 +145,21 @@ def test_program_stage_decisions_are_the_same_under_a_layouts_constraints():
     from xtat.stages.program.rewriting import trace, walk_points
 
     def marked(params, x):  # the marked activation sits between a fusible producer and its consumers
-        h = xtat.constrain(jnp.tanh(x @ params["w1"]), "batch", "d_ff")
-        return jnp.sum(jnp.exp(h) * h) + jnp.sum(h @ params["w2"])
+        def loss(p):
+            h = xtat.constrain(jnp.tanh(x @ p["w1"]), "batch", "d_ff")
+            return jnp.sum(jnp.exp(h) * h) + jnp.sum(h @ p["w2"])
+
+        return jax.value_and_grad(loss)(params)  # autodiff adds a reshard of the cotangent seed
 
     args = workload().args
-    mesh = Mesh(np.array(jax.devices()[:1]), ("data",))  # one device is enough for the equation to exist
+    mesh = Mesh(np.array(jax.devices()[:1]), ("data",))  # one device is enough for the equations to exist
     laid_out = Placement(lambda v, names: jax.lax.with_sharding_constraint(v, NamedSharding(mesh, PartitionSpec())))
     decisions = discover(marked, args)
+    points = [p.id for p in walk_points(trace(marked, args, {}, {}).jaxpr.jaxpr)]
     with placed(laid_out):
         traced = trace(marked, args, {}, {})
-        assert "sharding_constraint" in {e.primitive.name for e in traced.jaxpr.jaxpr.eqns}
-        assert [p.id for p in walk_points(traced.jaxpr.jaxpr)] == [d.id for d in decisions]
+        assert {"sharding_constraint", "reshard"} <= {e.primitive.name for e in traced.jaxpr.jaxpr.eqns}
+        assert [p.id for p in walk_points(traced.jaxpr.jaxpr)] == points
         chosen = {d.id: d.values[-1] for d in decisions}  # every decision away from its default
         assert any(d.id.startswith("barrier@") for d in decisions)
         lowered = jax.jit(rewrite(marked, chosen)).lower(*args).as_text()
@@ -163,7 +167,8 @@ def test_program_stage_decisions_are_the_same_under_a_layouts_constraints():
     barriers = sum(d.id.startswith("barrier@") for d in decisions)
     assert lowered.count("stablehlo.optimization_barrier") == barriers, lowered
     expected = jax.jit(marked)(*args)
-    assert np.allclose(jax.jit(rewrite(marked, chosen))(*args), expected, rtol=1e-5)
+    for ours, theirs in zip(jax.tree.leaves(jax.jit(rewrite(marked, chosen))(*args)), jax.tree.leaves(expected)):
+        assert np.allclose(ours, theirs, rtol=1e-4, atol=1e-5)
 
 
 def test_declarations_must_fit_the_arrays():

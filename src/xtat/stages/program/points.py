@@ -67,7 +67,9 @@ FUSIBLE = ELEMENTWISE | BROADCAST | REDUCE
 # A barrier in front of them makes XLA materialise the operand once, so their
 # edges are ranked before all others.
 REUSING = frozenset({"gather", "dynamic_slice"})
-SHARDING_CONSTRAINT = "sharding_constraint"  # a layout's, on a marked intermediate: no decision of its own
+# What a layout adds to a trace: its constraints on marked intermediates, and the reshards jax's
+# autodiff puts in front of them (the cotangent seed). They carry no decision of this stage.
+LAYOUT_ONLY = frozenset({"sharding_constraint", "reshard"})
 
 
 @dataclass(frozen=True)
@@ -148,13 +150,13 @@ def replace_sub_jaxprs(params: dict, new: dict[tuple[str, int], core.Jaxpr | cor
 
 
 def locations(jaxpr: core.Jaxpr) -> list[int]:
-    """Each equation's number in decision ids: its index, not counting the sharding constraints before
-    it. A layout's constraints on marked intermediates (`xtat.constrain`) carry no decision of this
-    stage, so every id stays as the trace without a layout has it."""
+    """Each equation's number in decision ids: its index, not counting the layout's equations before it
+    (`LAYOUT_ONLY`: the constraints on intermediates marked with `xtat.constrain`, and their reshards),
+    so every id stays as the trace without a layout has it."""
     numbers, number = [], 0
     for eqn in jaxpr.eqns:
         numbers.append(number)
-        number += eqn.primitive.name != SHARDING_CONSTRAINT
+        number += eqn.primitive.name not in LAYOUT_ONLY
     return numbers
 
 
@@ -166,8 +168,8 @@ def level_points(jaxpr: core.Jaxpr, prefix: str) -> list[Point]:
     for i, eqn in enumerate(jaxpr.eqns):
         name = eqn.primitive.name
         loc = f"{prefix}{at[i]}"
-        if name == SHARDING_CONSTRAINT:  # transparent: its output is its operand, laid out
-            if eqn.invars[0] in producers:
+        if name in LAYOUT_ONLY:  # transparent: its output is its operand, laid out
+            if eqn.invars and isinstance(eqn.invars[0], core.Var) and eqn.invars[0] in producers:
                 producers[eqn.outvars[0]] = producers[eqn.invars[0]]
             continue
         if name == SCAN:
