@@ -47,8 +47,8 @@ class SleepingWorker:
     """A TEST DOUBLE of `runner.ray.NodeWorker`: every candidate takes a fixed time, nothing runs."""
 
     def __init__(self, exported: bytes, inputs: list, verify_inputs: list | None, platform: str,
-                 deadlines: tuple[float, float, float], dims: list | None = None, compile_s: float = 0.5,
-                 measure_s: float = 1.5):
+                 deadlines: tuple[float, float, float], *layout: object, compile_s: float = 0.5,
+                 measure_s: float = 1.5):  # `layout`: NodeWorker's dims, layout_in_program and devices, unused
         self.compile_s, self.measure_s = compile_s, measure_s
 
     def describe(self) -> dict:

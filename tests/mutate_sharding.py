@@ -13,8 +13,8 @@ T = "tests/test_sharding.py"
 L = "src/xtat/stages/sharding/layouts.py"
 M = [Mutation(*m) for m in [
  ("worker places by layout", "src/xtat/runner/worker.py",
-  "        if not layout:\n            return None\n        return tuple(shardings(",
-  "        if True:\n            return None\n        return tuple(shardings(", T + " -k two_host_devices"),
+  "        if not layout:\n            return None\n        if layout not in self.shardings:",
+  "        if True:\n            return None\n        if layout not in self.shardings:", T + " -k two_host_devices"),
  ("divisibility", L, "if all(s % axis_size[axis] == 0 for s in sizes[name])]", "]", T),
  ("no two axes on one mesh axis", L, "            if any(_clashes(array, mapping) for array in named):", "            if False:", T),
  ("two-axis meshes", L, "            found.append(((\"data\", data), (\"model\", devices // data)))", "            pass", T),
@@ -27,8 +27,8 @@ M = [Mutation(*m) for m in [
   "        batch = [None for shape in last]", T),
  ("declared rank checked", "src/xtat/dims.py", "        if names is not None and len(names) != len(shape):", "        if False:", T),
  ("xtat.jit places the inputs", "src/xtat/apply/jit.py",
-  "        if route.shardings is None:\n            return self._entry(route)(*args, **kwargs)",
-  "        if True:\n            return self._entry(route)(*args, **kwargs)", T + " -k xtat_jit"),
+  "        return self._entry(route) if route.shardings is None else self._placing(route)",
+  "        return self._entry(route)", T + " -k xtat_jit"),
  ("marks join the enumeration", "src/xtat/stages/sharding/stage.py",
   "enumerate_layouts([*context.input_dims, *context.marks], context.devices)",
   "enumerate_layouts([*context.input_dims], context.devices)", T + " -k marked"),

@@ -107,7 +107,7 @@ class Jitted:
         route = self._route(key, args, kwargs)
         self._state.traced = None
         try:
-            out = self._call_entry(route, args, kwargs)
+            out = self._deployed(route)(*args, **kwargs)
         except Exception as exc:
             if self._state.traced != route.config or not (route.options or route.candidate.program
                                                           or route.candidate.layout):
@@ -118,13 +118,12 @@ class Jitted:
         with self._lock:
             configs = {r.config for r in self._routes.values()}
             if len(configs) == 1:
-                self._install(self._entry(route) if route.shardings is None else self._placing(route))
+                self._install(self._deployed(route))
         return out
 
-    def _call_entry(self, route: Lookup, args: tuple, kwargs: dict) -> Any:
-        if route.shardings is None:
-            return self._entry(route)(*args, **kwargs)
-        return self._placing(route)(*args, **kwargs)
+    def _deployed(self, route: Lookup) -> Callable:
+        """What a call of this route goes through: its entry, placing the inputs first for a layout."""
+        return self._entry(route) if route.shardings is None else self._placing(route)
 
     def _placing(self, route: Lookup) -> Callable:
         """The entry of an adopted layout: the dynamic inputs placed on its mesh first (a no-op for

@@ -312,8 +312,7 @@ def _layout_document(layout: str) -> dict:
     from xtat.stages.sharding.layouts import Layout
 
     parsed = Layout.parse(layout)
-    return {"mesh": ",".join(f"{axis}={size}" for axis, size in parsed.mesh),
-            "rules": ", ".join(f"{name}:{axis}" for name, axis in parsed.rules),
+    return {"mesh": parsed.mesh_notation(), "rules": parsed.rules_notation(),
             "devices": parsed.size,
             "usage": "xtat.jit places the inputs on the mesh and lays out the intermediates marked with "
                      "xtat.constrain; a python preset places the inputs. Start the process with that many devices "

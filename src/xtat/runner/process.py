@@ -35,7 +35,7 @@ from xtat.test_hooks import hook
 
 DEFAULT_PROGRAM = "program.bin"
 # Exports the workload's program with a candidate's program-stage rewrites, traced in a layout's
-# placement ("" for none: `stages.sharding.constraints`).
+# placement ("" for none: `stages.sharding.layouts.in_placement`).
 ExportRewritten = Callable[[dict, str], bytes]
 OWNER_FILE = "owner.pid"  # in a run folder: the process that owns it (`tuning.session.remove_abandoned_folders`)
 
@@ -46,12 +46,16 @@ def program_request(candidate: Candidate, layout_in_program: bool) -> tuple[dict
     return dict(candidate.program), candidate.layout if layout_in_program else ""
 
 
-def program_digest(candidate: Candidate, layout_in_program: bool) -> str | None:
-    """The identity of a candidate's program file; None for the captured program itself."""
-    program, layout = program_request(candidate, layout_in_program)
+def request_digest(program: dict, layout: str) -> str | None:
+    """The identity of the program file of a `program_request`; None for the captured program itself."""
     if not program and not layout:
         return None
     return hashlib.sha256(json.dumps([program, layout], sort_keys=True).encode()).hexdigest()
+
+
+def program_digest(candidate: Candidate, layout_in_program: bool) -> str | None:
+    """The identity of a candidate's program file; None for the captured program itself."""
+    return request_digest(*program_request(candidate, layout_in_program))
 
 
 class ProcessRunner:
@@ -97,13 +101,14 @@ class ProcessRunner:
     def program_file(self, candidate: Candidate) -> str:
         """The exported program of a candidate, written once per distinct set of rewrites (and layout,
         when the workload marks intermediates)."""
-        key = program_digest(candidate, self.layout_in_program)
+        request = program_request(candidate, self.layout_in_program)
+        key = request_digest(*request)
         if key is None:
             return DEFAULT_PROGRAM
         name = f"program-{key[:16]}.bin"
         path = self.folder / name
         if not path.exists():
-            path.write_bytes(self._export_rewritten(*program_request(candidate, self.layout_in_program)))
+            path.write_bytes(self._export_rewritten(*request))
         return name
 
     def start(self) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 from xtat.candidate import GPU_PLATFORMS, Candidate
 from xtat.errors import UserError
 from xtat.runner import protocol as p
-from xtat.runner.process import ExportRewritten, program_digest, program_request
+from xtat.runner.process import ExportRewritten, program_digest, program_request, request_digest
 from xtat.runner.timing import Race, TimingPolicy
 from xtat.runner.verify import Budget, Tolerance
 from xtat.status import TrialStatus
@@ -55,11 +55,11 @@ class NodeWorker:
         (folder / OWNER_FILE).write_text(str(os.getpid()))  # removed by a later run once this process is gone
         self._programs: dict[str, bytes] = {}
         # Programs arrive with the candidates that run them (`build`), keyed as the runner names them.
-        self._digest = lambda candidate: program_digest(candidate, layout_in_program) or ""
+        self._layout_in_program = layout_in_program
+        device = measured_device(platform, devices)
         self.runner = ProcessRunner(folder, exported, inputs, verify_inputs, lambda program, layout:
-                                    self._programs[self._digest(Candidate(program=program, layout=layout))],
-                                    *deadlines, host_locks(platform, measured_device(platform, devices)),
-                                    measured_device(platform, devices), dims, layout_in_program)
+                                    self._programs[request_digest(program, layout) or ""], *deadlines,
+                                    host_locks(platform, device), device, dims, layout_in_program)
         self.runner.node = node_name()
 
     def describe(self) -> dict[str, Any]:
@@ -76,7 +76,7 @@ class NodeWorker:
 
     def build(self, id: str, candidate: Candidate, program: bytes | None, is_default: bool) -> p.Compiled | p.Failed:
         if program is not None:
-            self._programs[self._digest(candidate)] = program
+            self._programs[program_digest(candidate, self._layout_in_program) or ""] = program
         return self.runner.build(id, candidate, is_default=is_default)
 
     def measure(self, id: str, candidate: Candidate, tolerance: Tolerance, timing: TimingPolicy, is_default: bool,
@@ -177,12 +177,13 @@ class RayPool:
 
     def program_of(self, candidate: Candidate) -> bytes | None:
         """A candidate's rewritten program, exported here once (a worker cannot rewrite Python)."""
-        key = program_digest(candidate, self._layout_in_program)
+        request = program_request(candidate, self._layout_in_program)
+        key = request_digest(*request)
         if key is None:
             return None
         with self._lock:
             if key not in self._programs:
-                self._programs[key] = self._export_rewritten(*program_request(candidate, self._layout_in_program))
+                self._programs[key] = self._export_rewritten(*request)
             return self._programs[key]
 
     def survivor(self, lost_actor: Any) -> tuple[Any, str] | None:

@@ -60,6 +60,7 @@ class Worker:
         self.leaf_names: list[tuple[str, ...] | None] = []  # each input's dimension names (DIMS_FILE)
         self.layouts: dict[str, str] = {}  # build id -> its layout ("" for jax's own placement)
         self.placed: dict[tuple[str, str], tuple[tuple, dict]] = {}  # (layout, input set) -> inputs on its mesh
+        self.shardings: dict[str, tuple] = {}  # layout -> each input's sharding on its mesh
         self.checks: dict[str, int] = {}  # output checks per build (for the test-only flaky fault)
 
     # -- requests -----------------------------------------------------------
@@ -101,7 +102,10 @@ class Worker:
 
         if not layout:
             return None
-        return tuple(shardings(Layout.parse(layout), self.leaf_names or [None] * len(self.inputs["main"][0])))
+        if layout not in self.shardings:
+            names = self.leaf_names or [None] * len(self.inputs["main"][0])
+            self.shardings[layout] = tuple(shardings(Layout.parse(layout), names))
+        return self.shardings[layout]
 
     def _inputs(self, layout: str, input_set: str) -> tuple[tuple, dict]:
         """An input set as a build of `layout` takes it: placed on its mesh once, then reused."""

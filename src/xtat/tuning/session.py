@@ -116,10 +116,10 @@ def open_ray_runner(captured: Capture, settings: TuneSettings, worker_class: typ
         with (local_runner or open_runner)(captured, settings) as local:
             env = captured.identity.env
             deadlines = (settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
+            devices = worker_devices(settings)
             actors = start_workers(worker_class or NodeWorker, settings.workers,
                                    (captured.exported, captured.inputs, captured.verify_inputs, env["platform"],
-                                    deadlines, captured.dims, bool(captured.marks), worker_devices(settings)),
-                                   env, worker_devices(settings))
+                                    deadlines, captured.dims, bool(captured.marks), devices), env, devices)
             pool = RayPool(actors, rewritten_exporter(captured), bool(captured.marks))
             yield RayRunner(local, pool)
     finally:

@@ -34,11 +34,15 @@ class Layout:
     def axis_of(self, name: str) -> str | None:
         return dict(self.rules).get(name)
 
+    def mesh_notation(self) -> str:
+        return ",".join(f"{axis}={size}" for axis, size in self.mesh)
+
+    def rules_notation(self) -> str:
+        return ", ".join(f"{name}:{axis}" for name, axis in self.rules)
+
     def notation(self) -> str:
         """Mesh-TF's notation: `data=2,model=2; batch:data, d_ff:model` (no rules: `replicated`)."""
-        mesh = ",".join(f"{axis}={size}" for axis, size in self.mesh)
-        rules = ", ".join(f"{name}:{axis}" for name, axis in self.rules) or "replicated"
-        return f"{mesh}; {rules}"
+        return f"{self.mesh_notation()}; {self.rules_notation() or 'replicated'}"
 
     @classmethod
     def parse(cls, text: str) -> Layout:
