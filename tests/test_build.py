@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
 
 import xtat
-from tiny import FAST, tiny_nan_max
+from tiny import CHUNKS, FAST, mlp, tiny_chunked_mlp, tiny_chunked_nan_max, tiny_mlp, tiny_nan_max
 from xtat.build.builder import executable_identity
+from xtat.stages.program.knobs import knob_session
 from xtat.store.sql import Store
 
 
@@ -40,3 +43,29 @@ def test_identical_executables_reuse_one_measurement(db):
         original = trials[dup.same_as]
         assert original.status == "ok" and original.exe_hash == dup.exe_hash
         assert dup.median_s == original.median_s and dup.samples is None
+
+
+# -- what other tests build on: executables that differ from the default's on any CPU ------------
+
+@pytest.mark.parametrize("workload", [tiny_chunked_mlp, tiny_chunked_nan_max])
+def test_every_chunks_choice_builds_its_own_executable_and_the_same_values(workload):
+    """The premise of the sweeps in test_reliability.py and elsewhere (tiny.py, issue 29)."""
+    w = workload()
+    expected = jax.jit(w.fn)(*w.args)
+    identities = set()
+    for n in CHUNKS:
+        with knob_session({"chunks": n}):
+            compiled = jax.jit(lambda *args: w.fn(*args)).lower(*w.args).compile()  # a fresh trace per choice
+        identities.add(executable_identity(compiled))
+        for got, want in zip(compiled(*w.args), expected, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert len(identities) == len(CHUNKS)
+
+
+def test_switching_off_the_tree_reduction_rewriter_changes_the_mlps_program():
+    """test_preset.py's config differs from the default by this on any CPU: an HLO pass, not codegen."""
+    w, x = tiny_mlp().args
+    lowered = jax.jit(mlp).lower(w, x)
+    default, without = lowered.compile(), lowered.compile({"xla_disable_hlo_passes": "tree_reduction_rewriter"})
+    assert "reduce-window" in default.as_text() and "reduce-window" not in without.as_text()
+    assert executable_identity(without) != executable_identity(default)

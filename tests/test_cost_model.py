@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import xtat
-from tiny import FAST, mlp, tiny_mlp
+from tiny import CHUNKED, mlp, tiny_chunked_mlp, tiny_mlp
 from xtat.candidate import Candidate
 from xtat.errors import UserError
 from xtat.model.cost_model import examples, prior, ranking_report
@@ -34,9 +34,6 @@ from xtat.tuner import TuneSettings
 from xtat.tuning.adoption import finalize
 from xtat.tuning.context import RunContext
 from xtat.workload import capture
-
-OPTIONS = ("xla_cpu_opt_preset", "xla_backend_optimization_level", "xla_cpu_prefer_vector_width")
-
 
 # -- features from a real compile -------------------------------------------------------------
 
@@ -254,19 +251,20 @@ def test_racing_stops_a_slow_candidate_early_and_never_makes_it_a_finalist(db, m
     monkeypatch.setenv("XTAT_FAULT", "*:run:slow")
     # 9 samples of 10 ms: the default's interval (what candidates race against) stays tight
     # even when a busy machine stalls one sample.
-    timing = {**FAST, "samples": 9, "min_sample_s": 0.01}
-    result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), strategy="random",
-                       objectives=("time", "memory"), **timing)
+    # The default, chunks(2) and chunks(4): each a build of its own (tiny.py), so each is timed.
+    timing = {**CHUNKED, "samples": 9, "min_sample_s": 0.01}
+    result = xtat.tune(tiny_chunked_mlp(), db=db, budget=3, objectives=("time", "memory"), **timing)
     store = Store.open(db)
     trials = store.trials(store.workloads()[0].id)
     default = next(t for t in trials if not t.config)
     raced = [t for t in trials if t.config and t.status == "ok"]
-    assert raced and default.raced is False and len(default.samples) == timing["samples"]
+    assert len(raced) == 2 and default.raced is False and len(default.samples) == timing["samples"]
     for t in raced:
         assert t.raced is True
         assert len(t.samples) == TuneSettings().race_min_samples < timing["samples"]
         assert t.median_s > default.median_s + 0.8e-3  # its 1 ms sleep shows (a busy machine slows both)
-        assert t.metrics["hlo"]["ops"]["dot"] == 3 and t.metrics["memory"]["peak_memory_in_bytes"] > 0
+        dots = 3 * t.config["program"]["knob:chunks"]  # the metrics are the candidate's own program's
+        assert t.metrics["hlo"]["ops"]["dot"] == dots and t.metrics["memory"]["peak_memory_in_bytes"] > 0
     assert result.finalists == () and not result.adopted
     assert {p["trial"] for p in result.pareto} >= {default.id}
 

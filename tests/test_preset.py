@@ -17,8 +17,10 @@ from tiny import mlp, tiny_mlp
 from xtat.build.builder import executable_identity, identity_of
 
 XTAT = [sys.executable, "-m", "xtat.cli.app"]
+# The codegen options ride along; the pass is what makes the executable differ from the default's
+# on any CPU (tiny.py's mlp sums 2048 elements, which the rewriter splits: test_build.py checks it).
 CONFIG = {"codegen": {"xla_cpu_prefer_vector_width": 128, "xla_cpu_opt_preset": "CPU_OPT_PRESET_FAST_RUNTIME"},
-          "passes": {"algsimp": True}}
+          "passes": {"tree_reduction_rewriter": True}}
 
 # The production side: jax and the preset, nothing of xtat. mlp is tests/tiny.py's, copied.
 CHILD = r'''
@@ -87,7 +89,7 @@ def test_python_preset_holds_options_rewrites_and_environment(db, tmp_path):
     exec(compile(result.stdout, "preset", "exec"), namespace)
     assert namespace["COMPILER_OPTIONS"] == {"tiny_mlp": {"xla_cpu_prefer_vector_width": 128,
                                                           "xla_cpu_opt_preset": "CPU_OPT_PRESET_FAST_RUNTIME",
-                                                          "xla_disable_hlo_passes": "algsimp"}}
+                                                          "xla_disable_hlo_passes": "tree_reduction_rewriter"}}
     assert namespace["PROGRAM_REWRITES"] == {"tiny_mlp": {"knob:block": 8}}
     assert namespace["ENVIRONMENT"] == {"tiny_mlp": {"cpu_count": 1, "host_device_count": 2}}
     assert "need xtat.jit" in result.stderr

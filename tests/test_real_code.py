@@ -14,7 +14,7 @@ import pytest
 
 import xtat
 from records import adopt
-from tiny import FAST
+from tiny import CHUNKED, FAST, chunked_matmul
 from xtat.apply.lookup import Found
 from xtat.compare.runner import load_workloads
 from xtat.errors import UserError
@@ -29,7 +29,7 @@ def noisy_steps(key, x, n):
     """A typed key in and out, and a static step count that Python loops over."""
     for _ in range(n):
         key, sub = jax.random.split(key)
-        x = jnp.tanh(x @ x.T * 0.05 + jax.random.normal(sub, x.shape))
+        x = jnp.tanh(chunked_matmul(x, x.T) * 0.05 + jax.random.normal(sub, x.shape))
     return key, x.sum()
 
 
@@ -40,9 +40,10 @@ def _inputs():
 def test_typed_keys_and_static_arguments_tune_and_deploy(db):
     key, x = _inputs()
     workload = xtat.Workload(noisy_steps, (key, x), {"n": 3}, static_argnames="n")
-    result = xtat.tune(workload, db=db, budget=3, options=tuple(OPTIONS), stages=("codegen",), **FAST)
+    # The default, chunks(2), chunks(4): three builds of their own (tiny.py).
+    result = xtat.tune(workload, db=db, budget=3, **CHUNKED)
     # Every config ran in a worker, its typed key sent as key data and its output key verified.
-    assert set(result.trials) == {"ok"}, result.trials
+    assert result.trials == {"ok": 3}, result.trials
     tuned = xtat.jit(noisy_steps, db=db, static_argnames="n")
     out_key, total = tuned(key, x, n=3)
     ref_key, ref_total = jax.jit(noisy_steps, static_argnames="n")(key, x, n=3)
@@ -201,7 +202,10 @@ def _callback_target(tmp_path: Path, changing: bool = False) -> tuple[str, Path]
 def test_a_program_with_host_callbacks_is_traced_and_run_in_the_workers(db, tmp_path):
     target, log = _callback_target(tmp_path)
     workload = load_target(target)
-    result = xtat.tune(workload, db=db, budget=3, options=tuple(OPTIONS), stages=("codegen",), **FAST)
+    # The program stage leaves out a program with callbacks; the passes stage offers only passes that
+    # changed this program on this machine, so its configs build executables of their own (not
+    # codegen options, which may rebuild the default's on some CPUs: issue 29).
+    result = xtat.tune(workload, db=db, budget=3, stages=("passes",), **FAST)
     assert set(result.trials) <= {"ok", "duplicate"} and result.trials["ok"] >= 2, result.trials
     callers = {int(pid) for pid in log.read_text().split()}
     assert callers - {os.getpid()}, "the callbacks never ran in a worker"
