@@ -10,12 +10,21 @@ import pytest
 import xtat
 from tiny import CHUNKS, FAST, mlp, tiny_chunked_mlp, tiny_chunked_nan_max, tiny_mlp, tiny_nan_max
 from xtat.build.builder import executable_identity
+from xtat.protowire import fields, read_varint
 from xtat.stages.program.knobs import knob_session
 from xtat.store.sql import Store
 
 
 def _lowered():
     return jax.jit(lambda w, x: jnp.tanh(x @ w).sum(axis=0)).lower(jnp.ones((64, 64)), jnp.ones((32, 64)))
+
+
+def _object_files(compiled) -> list[bytes]:
+    """The machine code of a CPU executable: the object files of its serialized compilation result."""
+    payload = compiled.runtime_executable().serialize()
+    length, start = read_varint(payload, 0)
+    result = dict(fields(payload[start + length:]))[1]
+    return sorted(value for number, value in fields(result) if number == 8)
 
 
 def test_identity_is_stable_across_compiles_and_irrelevant_options():
@@ -26,15 +35,27 @@ def test_identity_is_stable_across_compiles_and_irrelevant_options():
 
 
 def test_identity_changes_when_the_code_changes():
+    # Another HLO program changes it on any CPU: test_switching_off_the_tree_reduction_rewriter_... below.
     lowered = _lowered()
-    default = executable_identity(lowered.compile())
-    assert executable_identity(lowered.compile({"xla_backend_optimization_level": 0})) != default
-    assert executable_identity(lowered.compile({"xla_cpu_use_fusion_emitters": False})) != default
+    default = lowered.compile()
+    # Codegen options may change the machine code alone (the HLO text stays), or, on some CPUs,
+    # nothing at all (issue 29): the identity follows what this machine built, either way.
+    for options in ({"xla_backend_optimization_level": 0}, {"xla_cpu_use_fusion_emitters": False},
+                    {"xla_cpu_max_isa": "SSE4_2"}):
+        compiled = lowered.compile(options)
+        changed = compiled.as_text() != default.as_text() or _object_files(compiled) != _object_files(default)
+        assert (executable_identity(compiled) != executable_identity(default)) == changed, options
+
+
+def spelled(x):
+    # Read but not used: every choice traces the same program, so rebuilds the default's executable
+    # on any CPU (a codegen option may or may not, depending on the CPU: issue 29).
+    xtat.knob("spelling", ("plain", "fancy", "odd"), "plain")
+    return jnp.max(x, axis=1), jnp.min(x, axis=0)
 
 
 def test_identical_executables_reuse_one_measurement(db):
-    xtat.tune(tiny_nan_max(), db=db, budget=4, options=("xla_cpu_experimental_ynn_fusion_type",), stages=("codegen",),
-              **FAST)
+    xtat.tune(xtat.Workload(spelled, tiny_nan_max().args), db=db, budget=3, stages=("program",), **FAST)
     store = Store.open(db, read_only=True)
     trials = {t.id: t for t in store.trials(store.workloads()[0].id)}
     duplicates = [t for t in trials.values() if t.status == "duplicate"]

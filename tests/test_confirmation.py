@@ -9,11 +9,9 @@ import sys
 import pytest
 
 import xtat
-from tiny import FAST, tiny_mlp
+from tiny import CHUNKED, tiny_chunked_mlp
 from xtat.runner.load import LoadMonitor
 from xtat.tuning.confirmation import SequentialDesign, Verdict
-
-OPTIONS = ("xla_cpu_opt_preset", "xla_backend_optimization_level", "xla_cpu_prefer_vector_width")
 
 
 def simulate(true_speedup: float, spread: float, runs: int, design: SequentialDesign, seed: int) -> list[Verdict]:
@@ -49,12 +47,13 @@ def test_a_clearly_slower_config_stops_early_as_not_faster():
 
 
 def test_the_adopted_figure_is_the_confirmed_one(db, monkeypatch):
-    # TEST-ONLY fault: every call of the default build sleeps 1 ms: every candidate is faster.
+    # TEST-ONLY fault: every call of the default build sleeps 1 ms: every candidate is faster (each
+    # of the default, chunks(2) and chunks(4) is a build of its own: tiny.py).
     monkeypatch.setenv("XTAT_FAULT", "default:run:slow")
-    result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), **FAST)
+    result = xtat.tune(tiny_chunked_mlp(), db=db, budget=3, **CHUNKED)
     assert result.adopted and "through jax.jit in fresh processes" in result.message
     confirmation = result.confirmation
-    assert confirmation.verdict is Verdict.FASTER and confirmation.rounds >= FAST["rounds"]
+    assert confirmation.verdict is Verdict.FASTER and confirmation.rounds >= CHUNKED["rounds"]
     assert (result.speedup, result.speedup_ci) == (confirmation.speedup, confirmation.speedup_ci)
     chosen = next(f for f in result.finalists if f.config == result.best_config)
     assert chosen.search_speedup is not None and chosen.speedup == confirmation.speedup
@@ -84,8 +83,8 @@ def test_the_load_monitor_sees_other_processes_and_not_its_own(busy_core):
 
 def test_a_win_confirmed_under_load_is_not_adopted_unless_asked(db, monkeypatch, busy_core):
     monkeypatch.setenv("XTAT_FAULT", "default:run:slow")
-    settings = {**FAST, "adopt_under_load": False}
-    result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), **settings)
+    settings = {**CHUNKED, "adopt_under_load": False}
+    result = xtat.tune(tiny_chunked_mlp(), db=db, budget=3, **settings)
     assert not result.adopted and "load-dependent" in result.message and "--adopt-under-load" in result.message
     assert result.confirmation.verdict is Verdict.FASTER and result.confirmation.load_dependent
     assert any("under load" in note for note in result.notes)

@@ -49,7 +49,8 @@ def test_an_example_is_tuned_and_deployed_through_xtat_jit(db, name):
     workload = load_target(f"{EXAMPLES / name}.py:make")
     assert workload.display_name == f"{name}:make"
     result = xtat.tune(workload, db=db, budget=2, options=OPTIONS, stages=("codegen",), **QUICK)
-    # The default and one config were built, verified and timed in workers.
+    # The default and one config were built and verified in workers, and timed unless the config
+    # rebuilds the default's executable (whether a codegen option changes anything depends on the CPU).
     assert set(result.trials) <= {"ok", "duplicate"} and sum(result.trials.values()) == 2, result.trials
     args, kwargs = example.arguments()
     tuned = xtat.jit(example.step, db=db, **example.JIT_OPTIONS)

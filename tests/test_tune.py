@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import xtat
-from tiny import FAST, tiny_mlp, tiny_nan_max
+from tiny import CHUNKED, FAST, chunks, tiny_chunked_mlp, tiny_mlp, tiny_nan_max
 from xtat.errors import UserError
 from xtat.space.space import config_id
 from xtat.status import FINAL_STATUSES
@@ -45,13 +45,20 @@ def test_tune_records_every_trial_and_resumes_without_new_ones(db):
 
 
 def test_numerics_changing_candidate_is_rejected_as_wrong_result(db):
+    # Whether fast min/max drops the NaN is the CPU's codegen (issue 29): asked of this machine first.
+    (x,) = tiny_nan_max().args
+    fast = jax.jit(tiny_nan_max().fn, compiler_options={"xla_cpu_enable_fast_min_max": True})(x)
+    drops_nan = not all(np.array_equal(got, want, equal_nan=True) for got, want in zip(fast, tiny_nan_max().fn(x)))
     result = xtat.tune(tiny_nan_max(), db=db, budget=2, options=("xla_cpu_enable_fast_min_max",), stages=("codegen",),
                        allow_numerics_change=True, rtol=1e-3, **FAST)
     rows = {status: (median, error) for _, key, status, median, error in _rows(db)}
-    assert "wrong_result" in rows, rows
-    median, error = rows["wrong_result"]
-    assert median is None and "NaN" in error
-    assert not result.adopted and result.best_config == {}
+    if drops_nan:
+        assert "wrong_result" in rows, rows
+        median, error = rows["wrong_result"]
+        assert median is None and "NaN" in error
+        assert not result.adopted and result.best_config == {}
+    else:  # the same values: verified like any other candidate
+        assert set(rows) <= {"ok", "duplicate"}, rows
 
 
 def test_numerics_relaxing_options_need_opt_in():
@@ -61,30 +68,29 @@ def test_numerics_relaxing_options_need_opt_in():
 
 @pytest.mark.slow  # the loop on FakeRunner (test_loop.py) and real crashes (test_reliability.py) cover it
 def test_crashing_candidate_is_recorded_and_the_run_completes(db, monkeypatch):
-    victim = {"codegen": {"xla_backend_optimization_level": 1}}
+    victim = chunks(4)  # third of the sweep; every config a build of its own (tiny.py)
     monkeypatch.setenv("XTAT_FAULT", f"{config_id(victim)}:compile:segfault")
-    result = xtat.tune(tiny_mlp(), db=db, budget=5, options=OPTIONS, stages=("codegen",), **FAST)
+    result = xtat.tune(tiny_chunked_mlp(), db=db, budget=5, **CHUNKED)
     store = Store.open(db, read_only=True)
     trials = store.trials(store.workloads()[0].id)
     crashed = [t for t in trials if t.status == "crash"]
     assert [t.config for t in crashed] == [victim]
     assert "SIGSEGV" in crashed[0].error
-    # The others were compiled and verified in a new worker: each measured, or (on a CPU where one
-    # option rebuilds another config's executable) a duplicate of a measured one.
+    # The others were compiled, verified and measured in a new worker.
     others = [t.status for t in trials if t.status != "crash"]
-    assert len(others) == 4 and set(others) <= {"ok", "duplicate"} and others.count("ok") >= 2, others
+    assert others == ["ok"] * 4, others
     assert result.trials["crash"] == 1
 
 
 @pytest.mark.slow  # the loop on FakeRunner (test_loop.py) and real hangs (test_reliability.py) cover it
 def test_hanging_candidate_is_recorded_as_timeout(db, monkeypatch):
-    victim = {"codegen": {"xla_backend_optimization_level": 1}}
+    victim = chunks(4)
     monkeypatch.setenv("XTAT_FAULT", f"{config_id(victim)}:run:hang")
-    settings = {**FAST, "min_deadline_s": 3.0, "deadline_factor": 3.0}
-    xtat.tune(tiny_mlp(), db=db, budget=4, options=OPTIONS, stages=("codegen",), **settings)
+    settings = {**CHUNKED, "min_deadline_s": 3.0, "deadline_factor": 3.0}
+    xtat.tune(tiny_chunked_mlp(), db=db, budget=4, **settings)
     statuses = {key: status for _, key, status, _, _ in _rows(db)}
-    assert list(statuses.values()).count("timeout") == 1
-    assert statuses['{"codegen":{"xla_backend_optimization_level":1}}'] == "timeout"
+    assert list(statuses.values()) == ["ok", "ok", "timeout", "ok"]
+    assert statuses['{"program":{"knob:chunks":4}}'] == "timeout"
 
 
 def test_workload_failing_to_trace_or_under_default_compile_writes_nothing(db, monkeypatch):
@@ -109,7 +115,7 @@ def test_significantly_faster_candidate_is_adopted_after_reverification(db, monk
     # TEST-ONLY fault: every call of the default build sleeps 1 ms, so every
     # candidate is genuinely faster when timed.
     monkeypatch.setenv("XTAT_FAULT", "default:run:slow")
-    result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), **FAST)
+    result = xtat.tune(tiny_chunked_mlp(), db=db, budget=3, **CHUNKED)
     assert result.adopted and result.speedup_ci[0] > 1.0
     assert result.best_config != {}
     chosen = next(f for f in result.finalists if f.config == result.best_config)
@@ -123,14 +129,13 @@ def test_significantly_faster_candidate_is_adopted_after_reverification(db, monk
 def test_finalist_failing_on_second_inputs_is_demoted_never_adopted(db, monkeypatch):
     monkeypatch.setenv("XTAT_FAULT", "default:run:slow;*:verify:wrong")
     # 11 rounds: with 5, one disturbed round can make the slowed default a tie, and a tie is never verified.
-    result = xtat.tune(tiny_mlp(), db=db, budget=3, options=OPTIONS, stages=("codegen",), **{**FAST, "rounds": 11})
+    result = xtat.tune(tiny_chunked_mlp(), db=db, budget=3, **{**CHUNKED, "rounds": 11})
     assert not result.adopted and result.best_config == {}
     demoted = [error for _, key, status, _, error in _rows(db) if status == "wrong_result"]
     assert demoted and all("make_inputs(1)" in error for error in demoted)
     assert "failed re-verification" in result.message and "tie" not in result.message
-    # every candidate was either demoted or shares its executable with another trial
     rows = _rows(db)
-    assert all(status in ("wrong_result", "duplicate") for _, key, status, _, _ in rows if key != "{}"), rows
+    assert all(status == "wrong_result" for _, key, status, _, _ in rows if key != "{}"), rows  # every candidate
 
 
 def _callback_on_request(x):
