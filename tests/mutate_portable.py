@@ -11,15 +11,17 @@ import sys
 from mutation import Mutation, check
 
 RELIABILITY = "tests/test_reliability.py"
+DYING = RELIABILITY + "::test_a_dying_or_failing_candidate_is_recorded_and_the_others_finish"
 HANG = RELIABILITY + "::test_a_hang_is_killed_at_a_deadline_from_the_defaults_times_without_orphans"
 M = [
     Mutation("a preset without the compile options", "src/xtat/apply/preset.py",
              "record.fingerprint, dict(candidate.compile_options),", "record.fingerprint, {},",
              "tests/test_preset.py -k compiles_what_xtat_jit_compiles"),
-    Mutation("a dead worker is not replaced", "src/xtat/runner/pool.py",
-             "        if worker is not None and worker.alive():\n            self._workers[setup]",
-             "        if worker is not None:\n            self._workers[setup]",
-             RELIABILITY + " -k dying_or_failing"),
+    Mutation("a crash recorded without its signal", "src/xtat/runner/pool.py",
+             'f"worker killed by {name}. {tail}"', 'f"worker killed. {tail}"', DYING + "[compile-segfault-crash-SIGSEGV-True]"),
+    Mutation("the worker kept after an out-of-memory", "src/xtat/runner/process.py",
+             "        if isinstance(reply, p.Failed) and reply.status is TrialStatus.OOM:", "        if False:",
+             DYING + "[run-oom-oom-MemoryError-True]"),
     Mutation("the compile deadline not from the default's compile", "src/xtat/runner/process.py",
              "self.compile_deadline_s = max(self.min_deadline_s,", "self.compile_deadline_s = max(self.startup_deadline_s,",
              HANG + "[compile-hang_hard]"),
