@@ -3,8 +3,11 @@ and the load rule."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -60,25 +63,44 @@ def test_the_adopted_figure_is_the_confirmed_one(db, monkeypatch):
     assert confirmation.load.other_cores is not None
 
 
+# A neighbour's process: started by a launcher that exits at once, so that it is not under this
+# process (every process started from the tuner's process counts as the tuner's own).
+NEIGHBOUR = ("import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', 'while True: pass'], "
+             "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)")
+
+
 @pytest.fixture
 def busy_core():
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    launcher = subprocess.run([sys.executable, "-c", NEIGHBOUR], capture_output=True, text=True, check=True)
+    spinner = int(launcher.stdout)
     try:
         yield spinner
     finally:
-        spinner.kill()
-        spinner.wait()
+        os.kill(spinner, signal.SIGKILL)
 
 
 def test_the_load_monitor_sees_other_processes_and_not_its_own(busy_core):
-    import time
-
     # Over the same second: one monitor counts the spinning process as another's, one as its own.
-    others, own = LoadMonitor(lambda: []), LoadMonitor(lambda: [busy_core.pid])
+    others, own = LoadMonitor(lambda: []), LoadMonitor(lambda: [busy_core])
     time.sleep(1.0)
     seen, unseen = others.report(), own.report()
     assert seen.other_cores >= 0.3 and seen.other_cores - unseen.other_cores >= 0.3, (seen, unseen)
     assert seen.load_average is not None and seen.cores >= 1
+
+
+def test_processes_started_from_here_are_its_own_even_once_they_have_exited():
+    """A confirmation's fresh processes and replaced workers are xtat's own CPU time: the tree under the
+    tuner, reaped children included (issue 30: an idle machine's confirmation was called loaded)."""
+    sleeper = subprocess.Popen(["sleep", "60"])  # a root with nothing under it: sees the burner as another's
+    try:
+        blind, seeing = LoadMonitor(lambda: [], root=sleeper.pid), LoadMonitor(lambda: [])
+        subprocess.run([sys.executable, "-c", "import time\nend = time.time() + 1.2\nwhile time.time() < end: pass"],
+                       check=True)  # started, busy, exited and reaped within the window
+        unseen, seen = blind.report(), seeing.report()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert unseen.other_cores - seen.other_cores >= 0.3, (unseen, seen)
 
 
 def test_a_win_confirmed_under_load_is_not_adopted_unless_asked(db, monkeypatch, busy_core):

@@ -46,32 +46,68 @@ def _busy_s() -> float | None:
     return (sum(values) - idle - guest) / _TICKS
 
 
-def _process_s(pid: int) -> float | None:
-    """CPU seconds of one process (all its threads), or None once it is gone."""
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (field 3, state, first), or None once it is gone."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+    return text.rsplit(")", 1)[1].split()
+
+
+def _process_s(pid: int) -> float | None:
+    """CPU seconds of one process (all its threads), or None once it is gone."""
+    fields = _stat(pid)
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+
+
+def _tree_s(root: int) -> tuple[float, set[int]]:
+    """CPU seconds of `root` and every process below it, those already exited included, and their pids.
+
+    Each process counts its own time and that of the children it has reaped (cutime, cstime):
+    when a process is reaped its total moves into its parent's, so the sum over the tree only
+    grows, and a worker or confirmation process that exited between two looks is still counted."""
+    parents: dict[int, int] = {}
+    totals: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat(entry.name)
+        if fields is None:
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        totals[pid] = sum(int(f) for f in fields[11:15]) / _TICKS  # utime, stime, cutime, cstime
+    tree = {root} if root in totals else set()
+    grew = True
+    while grew:
+        below = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= below
+        grew = bool(below)
+    return sum(totals[pid] for pid in tree), tree
 
 
 class LoadMonitor:
-    """Measures the load between start and `report`; `own_pids` names xtat's processes
-    (the tuner itself is always counted as own). Call `poll` now and then: it catches the
-    CPU time of own processes before they exit, and the load average's peaks."""
+    """Measures the load between start and `report`. xtat's own CPU time is that of the process
+    tree under `root` (the tuner: its workers, confirmation processes and their children, those
+    that exited during the window too), plus any other process `own_pids` names (a process not
+    started from here). Call `poll` now and then: it catches the CPU time of such other own
+    processes before they exit, and the load average's peaks."""
 
-    def __init__(self, own_pids: Callable[[], list[int]]):
+    def __init__(self, own_pids: Callable[[], list[int]], root: int | None = None):
         self._own_pids = own_pids
+        self._root = os.getpid() if root is None else root
         self._start = time.monotonic()
         self._busy = _busy_s()
+        self._tree_start = self._tree_last = _tree_s(self._root)[0]
         self._own_start: dict[int, float] = {}
         self._own_last: dict[int, float] = {}
         self._load = 0.0
         self.poll(first=True)
 
     def poll(self, first: bool = False) -> None:
-        for pid in {os.getpid(), *self._own_pids()}:
+        self._tree_last, tree = _tree_s(self._root)
+        for pid in set(self._own_pids()) - tree:
             seconds = _process_s(pid)
             if seconds is None:
                 continue
@@ -90,6 +126,7 @@ class LoadMonitor:
         cores = os.cpu_count() or 1
         if busy is None or self._busy is None:
             return Load(wall, None, None, cores)
-        own = sum(self._own_last[pid] - self._own_start[pid] for pid in self._own_last)
+        own = self._tree_last - self._tree_start + sum(self._own_last[pid] - self._own_start[pid]
+                                                       for pid in self._own_last)
         other = max(0.0, busy - self._busy - own)
         return Load(wall, other / wall, self._load, cores)
