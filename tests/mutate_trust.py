@@ -48,7 +48,7 @@ M = [Mutation(*m) for m in [
      "            m = side_by_side(runner, make_stages(), {key: json.loads(key)}, settings).configs[key]",
      "            m = side_by_side(runner, make_stages(), {k: json.loads(k) for k in keys}, settings).configs[key]",
      "tests/test_compare.py -k own_process"),
-    ("exited own processes counted as others'", "src/xtat/runner/load.py",
+    ("exited own processes counted as others", "src/xtat/runner/load.py",
      "        totals[pid] = sum(int(f) for f in fields[11:15]) / _TICKS", "        totals[pid] = sum(int(f) for f in fields[11:13]) / _TICKS",
      "tests/test_confirmation.py -k started_from_here"),
     ("own processes only by the pids named", "src/xtat/runner/load.py",
