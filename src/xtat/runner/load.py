@@ -69,13 +69,15 @@ def _tree_s(root: int) -> tuple[float, set[int]]:
     grows, and a worker or confirmation process that exited between two looks is still counted."""
     parents: dict[int, int] = {}
     totals: dict[int, float] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat(entry.name)
+    try:
+        entries = [entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    except OSError:  # no /proc: the load is unknown (see `report`)
+        entries = []
+    for name in entries:
+        fields = _stat(name)
         if fields is None:
             continue
-        pid = int(entry.name)
+        pid = int(name)
         parents[pid] = int(fields[1])
         totals[pid] = sum(int(f) for f in fields[11:15]) / _TICKS  # utime, stime, cutime, cstime
     tree = {root} if root in totals else set()
@@ -99,11 +101,11 @@ class LoadMonitor:
         self._root = os.getpid() if root is None else root
         self._start = time.monotonic()
         self._busy = _busy_s()
-        self._tree_start = self._tree_last = _tree_s(self._root)[0]
         self._own_start: dict[int, float] = {}
         self._own_last: dict[int, float] = {}
         self._load = 0.0
         self.poll(first=True)
+        self._tree_start = self._tree_last
 
     def poll(self, first: bool = False) -> None:
         self._tree_last, tree = _tree_s(self._root)
