@@ -49,7 +49,7 @@ M = [Mutation(*m) for m in [
      "            m = side_by_side(runner, make_stages(), {k: json.loads(k) for k in keys}, settings).configs[key]",
      "tests/test_compare.py -k own_process"),
     ("exited own processes counted as others", "src/xtat/runner/load.py",
-     "        totals[pid] = sum(int(f) for f in fields[11:15]) / _TICKS", "        totals[pid] = sum(int(f) for f in fields[11:13]) / _TICKS",
+     "sum(int(f) for f in fields[11:15])", "sum(int(f) for f in fields[11:13])",
      "tests/test_confirmation.py -k started_from_here"),
     ("own processes only by the pids named", "src/xtat/runner/load.py",
      "        self._tree_last, tree = _tree_s(self._root)", "        self._tree_last, tree = self._tree_start, set()",

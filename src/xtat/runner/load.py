@@ -67,7 +67,7 @@ def _tree_s(root: int) -> tuple[float, set[int]]:
     Each process counts its own time and that of the children it has reaped (cutime, cstime):
     when a process is reaped its total moves into its parent's, so the sum over the tree only
     grows, and a worker or confirmation process that exited between two looks is still counted."""
-    parents: dict[int, int] = {}
+    children: dict[int, list[int]] = {}
     totals: dict[int, float] = {}
     try:
         entries = [entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit()]
@@ -75,17 +75,14 @@ def _tree_s(root: int) -> tuple[float, set[int]]:
         entries = []
     for name in entries:
         fields = _stat(name)
-        if fields is None:
-            continue
-        pid = int(name)
-        parents[pid] = int(fields[1])
-        totals[pid] = sum(int(f) for f in fields[11:15]) / _TICKS  # utime, stime, cutime, cstime
-    tree = {root} if root in totals else set()
-    grew = True
-    while grew:
-        below = {pid for pid, parent in parents.items() if parent in tree} - tree
-        tree |= below
-        grew = bool(below)
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(name))
+            totals[int(name)] = sum(int(f) for f in fields[11:15]) / _TICKS  # utime, stime, cutime, cstime
+    tree, queue = set(), [root] if root in totals else []
+    while queue:
+        pid = queue.pop()
+        tree.add(pid)
+        queue += children.get(pid, [])
     return sum(totals[pid] for pid in tree), tree
 
 
