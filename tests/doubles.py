@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from xtat.candidate import Candidate
 from xtat.runner.base import WorkerFailure
 from xtat.runner.protocol import Check, Compiled, Failed, Timed, Verified
-from xtat.runner.timing import Race, TimingPolicy, median_ci
+from xtat.runner.timing import Race, TimingPolicy, median_ci, paired
 from xtat.runner.verify import Budget, Tolerance
 from xtat.status import RunStatus, TrialStatus
 from xtat.store.records import Result, Trial, WorkloadRecord
@@ -82,13 +82,15 @@ class FakeRunner:
             return Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
         if isinstance(outcome, TrialStatus):
             return Failed(outcome, f"the fake {outcome.value}")
-        samples: list[float] = []
-        raced = False
-        while len(samples) < timing.samples and not raced:
-            samples += self._samples(candidate, 1)
-            raced = race is not None and len(samples) < timing.samples and race.lost(samples)
-        median, low, high = median_ci(samples, seed=timing.seed)
-        return Timed(tuple(samples), 1, median, (low, high), sum(samples), raced, Check(True, 0.0, 0.0))
+        if is_default:
+            samples = self._samples(candidate, timing.samples)
+            median, low, high = median_ci(samples, seed=timing.seed)
+            return Timed(tuple(samples), 1, median, (low, high), sum(samples), False, Check(True, 0.0, 0.0))
+        # Paired with the default, as `ProcessRunner` times a candidate.
+        pairs = paired(lambda: self._samples(candidate, 1)[0], lambda: self._samples(Candidate(), 1)[0], timing, race)
+        median, low, high = median_ci(list(pairs.samples), seed=timing.seed)
+        return Timed(pairs.samples, 1, median, (low, high), sum(pairs.samples) + sum(pairs.reference), pairs.raced,
+                     Check(True, 0.0, 0.0), pairs.reference)
 
     def release(self, id: str, candidate: Candidate) -> None:
         pass

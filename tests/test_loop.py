@@ -191,3 +191,46 @@ def test_every_strategy_keeps_several_workers_busy_with_configs_asked_while_othe
     assert runner.most <= runner.count
     assert {t.node for t in recorded} <= {f"node-{i}" for i in range(runner.count)}
     assert len({t.node for t in recorded}) >= 2
+
+
+# -- paired timing (runner.timing.paired), on callables that return the test's "samples" ------------
+
+def drifting(seconds: float, clock: list[int], drift: float = 0.5):
+    """One sample of a build that takes `seconds` on a machine whose speed drifts by `drift` per
+    100 samples (shared `clock`): what a single unpaired sample of a search misreads."""
+    def sample() -> float:
+        clock[0] += 1
+        return seconds * (1.0 + drift * clock[0] / 100)
+    return sample
+
+
+def test_paired_timing_cancels_drift_that_separate_timings_read_as_a_speedup():
+    from xtat.runner.timing import Race, TimingPolicy, paired
+
+    clock = [0]
+    reference, same = drifting(1e-3, clock, drift=1.0), drifting(1e-3, clock, drift=1.0)
+    alone = [reference() for _ in range(5)]  # the default timed first; other candidates, then this one
+    clock[0] += 10
+    later = [same() for _ in range(5)]
+    assert sum(alone) / sum(later) < 0.9  # apart, an identical build reads as >10% slower
+    pairs = paired(same, reference, TimingPolicy(samples=5, contender_pairs=15), Race(1.0, 0.05))
+    speedup, low, high = pairs.speedup
+    assert low <= 1.0 <= high and abs(speedup - 1.0) < 0.015  # paired, it is a tie, as it is
+    # the order alternates: the candidate goes first in even pairs, the reference in odd ones
+    assert pairs.samples[0] < pairs.reference[0] and pairs.samples[1] > pairs.reference[1]
+
+
+def test_paired_timing_times_contenders_longer_and_stops_a_lost_race_early():
+    from xtat.runner.timing import Race, TimingPolicy, paired
+
+    policy = TimingPolicy(samples=5, contender_pairs=15)
+    clock = [0]
+    default = drifting(1e-3, clock, drift=0.0)
+    contender = paired(drifting(0.8e-3, clock, 0.0), default, policy, Race(incumbent=1.1))
+    assert len(contender.samples) == 15 and not contender.raced  # may beat the incumbent: the long block
+    assert 1.24 < contender.speedup[0] < 1.26
+    behind = paired(drifting(0.95e-3, clock, 0.0), default, policy, Race(incumbent=1.08, margin=0.05))
+    assert len(behind.samples) == 5 and not behind.raced  # cannot reach 1.08: the short block only
+    slow = paired(drifting(2e-3, clock, 0.0), default, policy, Race(incumbent=1.0, margin=0.05))
+    assert slow.raced and len(slow.samples) == len(slow.reference) == 3
+    assert len(paired(drifting(2e-3, clock, 0.0), default, policy, None).samples) == 5  # no race: never cut

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from xtat.runner import protocol as p
-from xtat.runner.timing import Race, TimingPolicy
+from xtat.runner.timing import TimingPolicy
 from xtat.runner.verify import Tolerance
 from xtat.status import TrialStatus
 
@@ -16,7 +16,8 @@ CHECK = p.Check(False, 1.5, None, "output 0: 3 elements beyond the bound",
 REQUESTS = [
     p.Load("/tmp/run"), p.Compile("c1", "program.bin", {"xla_cpu_prefer_vector_width": 256}, is_default=False),
     p.Deploy("c1", "program.bin", {}, Tolerance(1e-3, None), is_default=True), p.ReferenceOutputs("default"),
-    p.Measure("c1", Tolerance(), TimingPolicy(min_sample_s=0.01), race=Race(0.002, 0.1, 3)),
+    p.Measure("c1", Tolerance(), TimingPolicy(min_sample_s=0.01), is_default=True),
+    p.Prepare("c1", Tolerance(), TimingPolicy(samples=3, contender_pairs=9)),
     p.Measure("c1", Tolerance(), TimingPolicy()), p.Verify("c1", "verify", Tolerance()),
     p.Calibrate("c1", TimingPolicy()), p.Sample("c1", 17), p.Release(("c1", "c2")), p.Exit(),
 ]
@@ -25,6 +26,8 @@ REPLIES = [
     p.Loaded(("main", "verify"), ("main",)), p.Compiled(0.5, "ab" * 32, {"hlo": {"ops": {"dot": 3}}}, cached=True),
     p.Deployed(0.7), p.Referenced({"outputs": {}}), p.Timed((1e-3, 1.1e-3, 0.9e-3), 10, 1e-3, (0.9e-3, 1.1e-3),
                                                            0.2, False, p.Check(True)),
+    p.Timed((1e-3, 1.1e-3), 10, 1e-3, (0.9e-3, 1.1e-3), 0.2, True, p.Check(True), (1.2e-3, 1.3e-3)),
+    p.Prepared(12, p.Check(True)),
     p.Verified(p.Check(True, 0.0, 0.0)), p.Calibrated(40), p.Sampled(0.021), p.Done(),
 ]
 

@@ -92,7 +92,8 @@ def test_a_version_1_file_is_upgraded_in_place_with_its_rows_unchanged(tmp_path)
     db = tmp_path / "v1.db"
     _filled(db).close()
     with sqlite3.connect(db) as con:  # make it what xtat 0.1 with schema 1 wrote
-        for column in ("node", "lease_until", "owner", "raced"):
+        for column in ("speedup_high", "speedup_low", "speedup", "reference_samples", "node", "lease_until", "owner",
+                       "raced"):
             con.execute(f"ALTER TABLE trials DROP COLUMN {column}")
         for column in ("lease_until", "owner"):
             con.execute(f"ALTER TABLE runs DROP COLUMN {column}")
@@ -107,8 +108,8 @@ def test_a_version_1_file_is_upgraded_in_place_with_its_rows_unchanged(tmp_path)
     store.close()
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
-        assert [row[:-5] for row in con.execute("SELECT * FROM trials ORDER BY id")] == before
-        assert all(row[-5:] == (None, 0, None, None, None) for row in con.execute("SELECT * FROM trials"))
+        assert [row[:-9] for row in con.execute("SELECT * FROM trials ORDER BY id")] == before
+        assert all(row[-9:] == (None, 0) + (None,) * 7 for row in con.execute("SELECT * FROM trials"))
 
 
 def test_a_version_2_file_moves_raced_from_the_metrics_to_its_column(tmp_path):
@@ -119,7 +120,8 @@ def test_a_version_2_file_moves_raced_from_the_metrics_to_its_column(tmp_path):
     store.finish_trial(slow, TrialStatus.OK, median_s=2.0)
     store.close()
     with sqlite3.connect(db) as con:  # what schema 2 wrote: no column, a metrics entry
-        for column in ("node", "lease_until", "owner", "raced"):
+        for column in ("speedup_high", "speedup_low", "speedup", "reference_samples", "node", "lease_until", "owner",
+                       "raced"):
             con.execute(f"ALTER TABLE trials DROP COLUMN {column}")
         for column in ("lease_until", "owner"):
             con.execute(f"ALTER TABLE runs DROP COLUMN {column}")

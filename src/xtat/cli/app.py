@@ -204,13 +204,15 @@ def trials(workload: str = typer.Argument(..., help="Workload name or fingerprin
         out.print_json(json.dumps([{"id": t.id, **_trial_json(t)} for t in rows]))
         return
     table = Table(title=f"{record.name} [{record.fingerprint[:12]}]")
-    for column in ("id", "status", "median ms", "95% CI ms", "compile s", "config", "error"):
+    for column in ("id", "status", "median ms", "95% CI ms", "speedup (paired)", "compile s", "config", "error"):
         table.add_column(column, overflow="fold")
     for t in rows:
         ci = "-" if t.ci_low_s is None else f"[{t.ci_low_s * 1e3:.3f}, {t.ci_high_s * 1e3:.3f}]"
+        speedup = "-" if t.speedup is None or not t.config else \
+            f"{t.speedup:.3f}x [{t.speedup_low:.3f}, {t.speedup_high:.3f}]"
         table.add_row(str(t.id), t.status + (f" of {t.same_as}" if t.same_as else ""), _ms(t.median_s), ci,
-                      "-" if t.compile_s is None else f"{t.compile_s:.2f}", json.dumps(t.config) if t.config
-                      else "default", (t.error or "")[:120])
+                      speedup, "-" if t.compile_s is None else f"{t.compile_s:.2f}",
+                      json.dumps(t.config) if t.config else "default", (t.error or "")[:120])
     out.print(table)
 
 

@@ -27,13 +27,14 @@ from xtat.runner import protocol as p
 from xtat.runner.base import DEFAULT_ID, WorkerFailure
 from xtat.runner.host_lock import holding
 from xtat.runner.pool import Pool, WorkerProcess
-from xtat.runner.timing import Race, TimingPolicy
+from xtat.runner.timing import Race, TimingPolicy, median_ci, paired
 from xtat.runner.verify import Budget, Tolerance
 from xtat.runner.worker import DIMS_FILE
 from xtat.status import TrialStatus
 from xtat.test_hooks import hook
 
 DEFAULT_PROGRAM = "program.bin"
+REFERENCE_ID = "reference"  # the default, kept built in the default's worker for paired timing
 # Exports the workload's program with a candidate's program-stage rewrites, traced in a layout's
 # placement ("" for none: `stages.sharding.layouts.in_placement`).
 ExportRewritten = Callable[[dict, str], bytes]
@@ -83,6 +84,7 @@ class ProcessRunner:
         self.compile_deadline_s = startup_deadline_s
         self.measure_deadline_s = startup_deadline_s
         self.budget = Budget()  # verification budget, calibrated with the reference
+        self._reference_in: tuple[WorkerProcess, int] | None = None  # see `_reference`
 
     def slots(self) -> list[ProcessRunner]:
         return [self]  # one candidate at a time on this machine
@@ -184,17 +186,59 @@ class ProcessRunner:
 
     def measure(self, id: str, candidate: Candidate, tolerance: Tolerance, timing: TimingPolicy, *,
                 is_default: bool = False, race: Race | None = None) -> p.Timed | p.Failed:
-        request = p.Measure(id, tolerance, timing, is_default, race)
+        """The default is timed alone; a candidate is verified, then timed in pairs with the reference
+        (the default, built in the default's worker), which may be its own worker or another
+        (a candidate with a process setup of its own)."""
+        if is_default:
+            def alone() -> p.Reply:
+                worker = self._worker(candidate.process)  # started and loaded before the lock is taken
+                with holding(self.measure_lock):
+                    _log_timing("start", self.node, id)
+                    reply = worker.request(p.Measure(id, tolerance, timing, is_default), self.measure_deadline_s)
+                    _log_timing("end", self.node, id)
+                    return reply
+
+            return self._guarded(candidate, alone)  # type: ignore[return-value]
 
         def timed() -> p.Reply:
-            worker = self._worker(candidate.process)  # started and loaded before the lock is taken
+            start = time.perf_counter()
+            worker = self._worker(candidate.process)
+            prepared = worker.request(p.Prepare(id, tolerance, timing), self.measure_deadline_s)
+            if not isinstance(prepared, p.Prepared):
+                return prepared
+            reference, reference_inner = self._reference(timing)
+            deadline = self.measure_deadline_s
+
+            def mine() -> float:
+                return _sampled(worker.request(p.Sample(id, prepared.inner), deadline), id)
+
+            def theirs() -> float:
+                return _sampled(reference.request(p.Sample(REFERENCE_ID, reference_inner), deadline), "the reference")
+
             with holding(self.measure_lock):
                 _log_timing("start", self.node, id)
-                reply = worker.request(request, self.measure_deadline_s)
+                pairs = paired(mine, theirs, timing, race)
                 _log_timing("end", self.node, id)
-                return reply
+            median, low, high = median_ci(list(pairs.samples), seed=timing.seed)
+            return p.Timed(pairs.samples, prepared.inner, median, (low, high), time.perf_counter() - start,
+                           pairs.raced, prepared.check, pairs.reference)
 
         return self._guarded(candidate, timed)  # type: ignore[return-value]
+
+    def _reference(self, timing: TimingPolicy) -> tuple[WorkerProcess, int]:
+        """The default's worker holding the default built as the reference of paired timing, and its
+        inner repeats; built again (from the compile cache when it can) after that worker was replaced."""
+        worker = self._worker()
+        if self._reference_in is None or self._reference_in[0] is not worker:
+            built = self._compile(worker, REFERENCE_ID, Candidate(), is_default=True)
+            if isinstance(built, p.Failed):
+                raise WorkerFailure(TrialStatus.RUN_ERROR, f"the reference (the default) did not rebuild: {_why(built)}")
+            with holding(self.measure_lock):
+                calibrated = worker.request(p.Calibrate(REFERENCE_ID, timing), self.measure_deadline_s)
+            if not isinstance(calibrated, p.Calibrated):
+                raise WorkerFailure(TrialStatus.RUN_ERROR, f"calibrating the reference failed: {_why(calibrated)}")
+            self._reference_in = (worker, calibrated.inner)
+        return self._reference_in
 
     def release(self, id: str, candidate: Candidate) -> None:
         worker = self.pool.live(candidate.process)
@@ -312,6 +356,12 @@ class ProcessPlacement:
                 raise WorkerFailure(TrialStatus.RUN_ERROR, f"timing {id} failed: {_why(reply)}")
             seconds[id] = reply.seconds
         return seconds
+
+
+def _sampled(reply: p.Reply, what: str) -> float:
+    if not isinstance(reply, p.Sampled):
+        raise WorkerFailure(TrialStatus.RUN_ERROR, f"timing {what} failed: {_why(reply)}")
+    return reply.seconds
 
 
 def _log_timing(event: str, node: str, id: str) -> None:

@@ -14,11 +14,11 @@ from typing import Any, ClassVar
 
 from pydantic import TypeAdapter
 
-from xtat.runner.timing import Race, TimingPolicy
+from xtat.runner.timing import TimingPolicy
 from xtat.runner.verify import Tolerance
 from xtat.status import TrialStatus
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: Prepare, paired timing
 
 
 class ProtocolError(Exception):
@@ -72,14 +72,24 @@ class ReferenceOutputs:
 
 @dataclass(frozen=True)
 class Measure:
-    """Verify the build `id`, then time it (stopping early when `race` is lost)."""
+    """Verify the build `id`, then time it alone (the default: candidates are timed in pairs with it)."""
 
     op: ClassVar[str] = "measure"
     id: str
     tolerance: Tolerance
     timing: TimingPolicy
     is_default: bool = False
-    race: Race | None = None
+
+
+@dataclass(frozen=True)
+class Prepare:
+    """Verify the build `id` as `Measure` does, then calibrate it for `Sample` (the parent times it
+    in pairs with the reference: `runner.timing.paired`)."""
+
+    op: ClassVar[str] = "prepare"
+    id: str
+    tolerance: Tolerance
+    timing: TimingPolicy
 
 
 @dataclass(frozen=True)
@@ -123,7 +133,8 @@ class Exit:
     op: ClassVar[str] = "exit"
 
 
-Request = Load | Compile | Deploy | ReferenceOutputs | Measure | Verify | Calibrate | Sample | Release | Exit
+Request = (Load | Compile | Deploy | ReferenceOutputs | Measure | Prepare | Verify | Calibrate | Sample | Release
+           | Exit)
 REQUESTS: dict[str, type] = {kind.op: kind for kind in Request.__args__}
 
 
@@ -185,6 +196,7 @@ class Timed:
     measure_s: float  # wall time of verifying and timing
     raced: bool  # stopped early: slower than the incumbent
     check: Check
+    reference: tuple[float, ...] = ()  # paired timing: the reference's sample beside each of `samples`
 
 
 @dataclass(frozen=True)
@@ -198,6 +210,12 @@ class Calibrated:
 
 
 @dataclass(frozen=True)
+class Prepared:
+    inner: int
+    check: Check
+
+
+@dataclass(frozen=True)
 class Sampled:
     seconds: float
 
@@ -207,7 +225,8 @@ class Done:
     """An operation with nothing to report (release, exit)."""
 
 
-Reply = Failed | Loaded | Compiled | Deployed | Referenced | Timed | Verified | Calibrated | Sampled | Done
+Reply = (Failed | Loaded | Compiled | Deployed | Referenced | Timed | Verified | Calibrated | Prepared | Sampled
+         | Done)
 REPLIES: dict[str, type] = {kind.__name__: kind for kind in Reply.__args__}
 
 

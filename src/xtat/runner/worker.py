@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from xtat.runner import protocol as p
+from xtat.runner.base import DEFAULT_ID
 from xtat.runner.verify import Tolerance
 from xtat.status import TrialStatus
 
@@ -145,8 +146,9 @@ class Worker:
         while len(self.cache) > COMPILE_CACHE_SIZE:
             self.cache.popitem(last=False)
         self.built[id] = built
-        self.slowdown_s[id] = faults.slowdown_s(id)
-        if faults.is_lazy(id):
+        who = DEFAULT_ID if request.is_default else id  # the reference of paired timing is the default
+        self.slowdown_s[id] = faults.slowdown_s(who)
+        if faults.is_lazy(who):
             self.lazy[id] = None
         # compile_s stays the build's real compile time (a trial's property); `cached` says none was spent now.
         return p.Compiled(built.compile_s, built.exe_hash, metrics, cached)
@@ -261,38 +263,49 @@ class Worker:
         self.placed = {key: value for key, value in self.placed.items() if key[1] != input_set}
         raise RuntimeError("the build wrote into its input buffers (they changed while it ran); inputs restored")
 
-    def measure(self, request: p.Measure) -> p.Timed | p.Failed:
-        """Verify on the main inputs, then time: warm-up, calibrate, samples.
-
-        With `race` timing stops early once the build is clearly slower than the incumbent
-        (`timing.Race`); the reply says `raced`.
-        """
+    def _verified(self, id: str, tolerance: Tolerance, is_default: bool) -> p.Check:
+        """The build's check on the main inputs and, if that passes, on the second set (also its warm-up)."""
         from xtat.runner import faults
+
+        faults.inject(id, "run", is_default)
+        check = self._check(id, "main", tolerance)
+        if check.verified and "verify" in self.reference:
+            # A second input set catches stale or cached outputs that match on the first.
+            second = self._check(id, "verify", tolerance, phase="run")
+            if not second.verified:
+                check = dataclasses.replace(second, mismatch=f"on the second input set: {second.mismatch}")
+        return check
+
+    def measure(self, request: p.Measure) -> p.Timed | p.Failed:
+        """Verify on both input sets, then time alone: warm-up, calibrate, samples (the default's
+        own figure; candidates are timed in pairs with it: `prepare`)."""
         from xtat.runner.timing import calibrate, median_ci, sample
 
         id, policy = request.id, request.timing
         start = time.perf_counter()
         try:
-            faults.inject(id, "run", request.is_default)
-            check = self._check(id, "main", request.tolerance)  # also the warm-up call
-            if check.verified and "verify" in self.reference:
-                # A second input set catches stale or cached outputs that match on the first.
-                second = self._check(id, "verify", request.tolerance, phase="run")
-                if not second.verified:
-                    check = dataclasses.replace(second, mismatch=f"on the second input set: {second.mismatch}")
+            check = self._verified(id, request.tolerance, request.is_default)
             if not check.verified:
                 return p.Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
             call = lambda: self._call(id, "main")  # noqa: E731
             inner = calibrate(call, policy)
-            samples: list[float] = []
-            raced = False
-            while len(samples) < policy.samples and not raced:
-                samples.append(sample(call, inner))
-                raced = request.race is not None and len(samples) < policy.samples and request.race.lost(samples)
+            samples = [sample(call, inner) for _ in range(policy.samples)]
         except Exception as exc:
             return _failed(exc, TrialStatus.RUN_ERROR)
         median, low, high = median_ci(samples, seed=policy.seed)
-        return p.Timed(tuple(samples), inner, median, (low, high), time.perf_counter() - start, raced, check)
+        return p.Timed(tuple(samples), inner, median, (low, high), time.perf_counter() - start, False, check)
+
+    def prepare(self, request: p.Prepare) -> p.Prepared | p.Failed:
+        """Verify as `measure` does, then calibrate: the parent takes the samples, paired."""
+        from xtat.runner.timing import calibrate
+
+        try:
+            check = self._verified(request.id, request.tolerance, False)
+            if not check.verified:
+                return p.Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
+            return p.Prepared(calibrate(lambda: self._call(request.id, "main"), request.timing), check)
+        except Exception as exc:
+            return _failed(exc, TrialStatus.RUN_ERROR)
 
     def verify(self, request: p.Verify) -> p.Verified | p.Failed:
         from xtat.runner import faults
@@ -333,7 +346,8 @@ class Worker:
 # Each request record's handler, looked up per message (a sample request among them).
 _HANDLERS: dict[type, Callable[[Worker, Any], p.Reply]] = {
     p.Load: Worker.load, p.Compile: Worker.compile, p.Deploy: Worker.deploy,
-    p.ReferenceOutputs: Worker.reference_outputs, p.Measure: Worker.measure, p.Verify: Worker.verify,
+    p.ReferenceOutputs: Worker.reference_outputs, p.Measure: Worker.measure, p.Prepare: Worker.prepare,
+    p.Verify: Worker.verify,
     p.Calibrate: Worker.calibrate, p.Sample: Worker.sample, p.Release: Worker.release,
 }
 

@@ -92,10 +92,11 @@ def validate_export(document: Any) -> list[dict]:
             _check_config(at, trial["config"])
             if config_key(trial["config"]) != trial["config_key"]:
                 raise UserError(f"import: {at}.config_key does not match its config")
-            if trial["samples"] is not None and not all(
-                isinstance(s, (int, float)) and not isinstance(s, bool) for s in trial["samples"]
-            ):
-                raise UserError(f"import: {at}.samples must be numbers")
+            for name in ("samples", "reference_samples"):
+                if trial.get(name) is not None and not all(
+                    isinstance(s, (int, float)) and not isinstance(s, bool) for s in trial[name]
+                ):
+                    raise UserError(f"import: {at}.{name} must be numbers")
         for j, result in enumerate(workload["results"]):
             at = f"{where}.results[{j}]"
             _check_fields(at, result, _RESULT_FIELDS, {"default_s", "best_s", "speedup", "speedup_low",

@@ -35,6 +35,12 @@ class Trial:
     metrics: dict | None = None  # compile-time facts: peak memory, cost analysis, HLO features
     raced: bool = False  # timing stopped early: clearly slower than the incumbent (a few samples only)
     node: str | None = None  # where it was measured (a host name, or a Ray node)
+    # Paired timing (`runner.timing.paired`): the reference's sample beside each of `samples`, and
+    # the default's time over this trial's, median of the pairs' ratios with its 95% interval.
+    reference_samples: list | None = None
+    speedup: float | None = None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
 
     @property
     def config_key(self) -> str:
@@ -78,6 +84,10 @@ TRIAL_FIELDS = (
     Field("metrics", (dict, type(None)), stored_as_json=True),
     Field("raced", (bool,)),
     Field("node", (str, type(None))),
+    Field("reference_samples", (list, type(None)), stored_as_json=True),
+    Field("speedup", _NUMBER),
+    Field("speedup_low", _NUMBER),
+    Field("speedup_high", _NUMBER),
 )
 TRIAL_FIELD = {f.name: f for f in TRIAL_FIELDS}
 # Trial columns that are the store's own bookkeeping, not a recorded field: ids, and the claim

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 4  # 2: trials.metrics, machine; 3: trials.raced; 4: claims (owner, lease) of trials and runs,
-#                      trials.node, locks
+SCHEMA_VERSION = 5  # 2: trials.metrics, machine; 3: trials.raced; 4: claims (owner, lease) of trials and runs,
+#                      trials.node, locks; 5: paired timing (trials.reference_samples, speedup and its interval)
 APPLICATION = "xtat"
 
 metadata = sa.MetaData()
@@ -71,6 +71,10 @@ trials = sa.Table(
     sa.Column("owner", sa.Text),  # the tuner measuring a running trial
     sa.Column("lease_until", sa.Float),  # its claim holds until then unless renewed by its heartbeat
     sa.Column("node", sa.Text),
+    sa.Column("reference_samples", sa.Text),
+    sa.Column("speedup", sa.Float),
+    sa.Column("speedup_low", sa.Float),
+    sa.Column("speedup_high", sa.Float),
     sa.UniqueConstraint("workload_id", "config_key"),
 )
 
@@ -119,5 +123,6 @@ MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {
     2: _add_columns(trials.c.metrics),
     3: _raced_from_metrics,
     4: _add_columns(trials.c.owner, trials.c.lease_until, trials.c.node, runs.c.owner, runs.c.lease_until),
+    5: _add_columns(trials.c.reference_samples, trials.c.speedup, trials.c.speedup_low, trials.c.speedup_high),
 }
 assert sorted(MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1))

@@ -15,6 +15,7 @@ from xtat.stages.base import concretize
 from xtat.status import TrialStatus
 from xtat.tuning.confirmation import Confirmation, Verdict, confirm
 from xtat.tuning.context import RunContext
+from xtat.tuning.measure import search_speedup
 from xtat.tuning.result import Finalist
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
@@ -55,13 +56,14 @@ def finalize(run: RunContext) -> tuple[Adoption, float]:
     default = next((t for t in trials if not t.config and t.status == TrialStatus.OK), None)
     assert default is not None and default.median_s is not None
     candidates, seen = [], {default.exe_hash}
-    # A raced trial's median rests on a few samples of a candidate already known to be slower.
-    for t in sorted((t for t in trials if t.config and t.status == TrialStatus.OK and t.median_s is not None
-                     and not t.raced),
-                    key=lambda t: t.median_s):  # type: ignore[arg-type, return-value]
-        # One search timing is not interleaved with the default's and moves by several percent
-        # between moments: a config timed a little slower may still be the faster one.
-        if t.exe_hash in seen or t.median_s >= default.median_s * (1.0 + settings.finalist_margin):  # type: ignore[operator]
+    # Finalists: the fastest by the search's paired speedup whose interval clears the tie margin's
+    # floor (1): a tie or a slower config would only spend the confirmation's time. A raced trial
+    # stopped as soon as it was known slower than the incumbent.
+    ranked = sorted(((speedup, t) for t in trials if t.config and t.status == TrialStatus.OK and not t.raced
+                     and (speedup := search_speedup(t, default)) is not None), key=lambda pair: -pair[0])
+    for speedup, t in ranked:
+        low = t.speedup_low if t.speedup_low is not None else speedup
+        if t.exe_hash in seen or speedup <= 1.0 + settings.tie_margin or low <= 1.0:
             continue
         seen.add(t.exe_hash)
         candidates.append(t)
@@ -75,8 +77,8 @@ def finalize(run: RunContext) -> tuple[Adoption, float]:
         return Adoption(default_ms, default_ci_ms, adopted, message, best, finalists)
 
     if not candidates:
-        message = ("no significant improvement: no candidate came within the finalist margin of the default "
-                   "in the search")
+        message = ("no significant improvement: no candidate was faster than the default beyond the tie margin "
+                   "in the search's paired timing: the default stays")
         return decided(False, message), 0.0
 
     start = time.perf_counter()

@@ -18,7 +18,7 @@ from xtat.stages.base import Context, concretize
 from xtat.store.base import Storage
 from xtat.store.records import Trial
 from xtat.tuning.context import RunContext
-from xtat.tuning.measure import measure
+from xtat.tuning.measure import measure, search_speedup
 from xtat.tuning.result import TrialEvent
 from xtat.tuning.settings import Formulation, TuneSettings
 
@@ -45,6 +45,7 @@ class SearchLoop:
         self.used_s = 0.0  # time spent on the trials considered so far, resumed ones included
         self.worker_s = 0.0
         self.best_s: float | None = None
+        self.default: Trial | None = None  # the default's trial, once recorded
         self.keys: set[str] = set()  # configs considered in this run
         self.history: list[TrialEvent] = []
         self.no_ops: list[str] = []
@@ -101,11 +102,19 @@ class SearchLoop:
             drained = False  # what it learnt may give the strategy more to propose
         self.no_ops.extend(n for n in strategy.no_ops if n not in self.no_ops)
 
-    @staticmethod
-    def tell(strategy, config: Config, trial: Trial, first_with: dict[str, Config]) -> None:
-        ok = trial.status.measured and trial.median_s is not None
+    def tell(self, strategy, config: Config, trial: Trial, first_with: dict[str, Config]) -> None:
         same_as = first_with.setdefault(trial.exe_hash, config) if trial.exe_hash else None
-        strategy.tell(config, trial.median_s if ok else None, same_as=same_as if same_as != config else None)
+        strategy.tell(config, self.figure_s(trial), same_as=same_as if same_as != config else None)
+
+    def figure_s(self, trial: Trial) -> float | None:
+        """A measured trial's time as the search ranks it: the default's recorded time over the
+        trial's paired speedup (drift between trials timed minutes apart cancels); None if unmeasured."""
+        if not (trial.status.measured and trial.median_s is not None):
+            return None
+        if not trial.config or self.default is None or self.default.median_s is None:
+            return trial.median_s
+        speedup = search_speedup(trial, self.default)
+        return None if not speedup else self.default.median_s / speedup
 
     def consider(self, config: Config) -> Trial:
         """Measure (or resume, or await) one config, alone."""
@@ -176,12 +185,13 @@ class SearchLoop:
         if not config:
             if trial.status != "ok":
                 raise UserError(f"the workload fails under the default compile: {trial.status}: {trial.error}")
+            self.default = trial
             for slot in {id(s): s for s in (self.runner, *self.slots)}.values():
                 slot.set_deadlines(trial.compile_s or 1.0, max((trial.worker_s or 0) - (trial.compile_s or 0), 0.1))
-        if trial.status.measured and trial.median_s is not None:
-            self.best_s = trial.median_s if self.best_s is None else min(self.best_s, trial.median_s)
-        event = TrialEvent(self.considered, config, trial.status, trial.median_s, self.best_s, resumed,
-                           trial.spent_s or 0.0)
+        figure = self.figure_s(trial)
+        if figure is not None:
+            self.best_s = figure if self.best_s is None else min(self.best_s, figure)
+        event = TrialEvent(self.considered, config, trial.status, figure, self.best_s, resumed, trial.spent_s or 0.0)
         self.history.append(event)
         if self.on_trial:
             self.on_trial(event)
@@ -189,9 +199,9 @@ class SearchLoop:
 
     def best_config(self) -> Config:
         """The fastest verified config considered in this run."""
-        trials = [t for t in self.store.trials(self.workload_id)
-                  if t.config_key in self.keys and t.status.measured and t.median_s is not None]
-        return min(trials, key=lambda t: t.median_s).config if trials else {}  # type: ignore[arg-type, return-value]
+        figures = [(figure, t.config) for t in self.store.trials(self.workload_id)
+                   if t.config_key in self.keys and (figure := self.figure_s(t)) is not None]
+        return min(figures, key=lambda pair: pair[0])[1] if figures else {}
 
 
 @dataclass

@@ -9,7 +9,7 @@ from xtat.candidate import Candidate
 from xtat.errors import UserError
 from xtat.runner.base import DEFAULT_ID
 from xtat.runner.protocol import Failed
-from xtat.runner.timing import Race
+from xtat.runner.timing import Race, speedup_ci
 from xtat.space.space import Config, config_id, config_key
 from xtat.status import TrialStatus
 from xtat.store.records import Trial
@@ -47,13 +47,13 @@ def measure(run: RunContext, config: Config, candidate: Candidate, key: str, tri
         return finish(
             TrialStatus.DUPLICATE, compile_s=built.compile_s, exe_hash=built.exe_hash, same_as=same.id,
             median_s=same.median_s, ci_low_s=same.ci_low_s, ci_high_s=same.ci_high_s,
+            speedup=same.speedup, speedup_low=same.speedup_low, speedup_high=same.speedup_high,
             error=None if same.status == TrialStatus.OK else f"same executable as trial {same.id} ({same.status})",
             worker_s=built.compile_s, metrics=metrics, raced=same.raced,
         ), spent
-    racing = not is_default and settings.race_margin is not None
-    incumbent_s = race_incumbent_s(store.trials(workload_id)) if racing else None
-    race = None if incumbent_s is None else Race(incumbent_s, settings.race_margin,  # type: ignore[arg-type]
-                                                  settings.race_min_samples)
+    race = None if is_default else Race(race_incumbent(store.trials(workload_id)),
+                                        settings.race_margin if settings.race_margin is not None else float("inf"),
+                                        settings.race_min_samples)
     timed = runner.measure(cid, candidate, settings.tolerance, settings.timing, is_default=is_default, race=race)
     runner.release(cid, candidate)
     if isinstance(timed, Failed):
@@ -70,17 +70,29 @@ def measure(run: RunContext, config: Config, candidate: Candidate, key: str, tri
                       error=f"impossibly fast: {default.median_s / timed.median_s:.0f}x faster than the "
                             f"default (limit {settings.impossible_speedup:g}x); work skipped or outputs stale?"
                       ), spent
+    speedup = (1.0, 1.0, 1.0) if is_default else speedup_ci(list(timed.reference), list(timed.samples))
     return finish(
         TrialStatus.OK, compile_s=built.compile_s, exe_hash=built.exe_hash, median_s=timed.median_s,
         ci_low_s=timed.ci_s[0], ci_high_s=timed.ci_s[1], samples=list(timed.samples),
+        reference_samples=None if is_default else list(timed.reference),
+        speedup=speedup[0], speedup_low=speedup[1], speedup_high=speedup[2],
         max_abs_err=timed.check.max_abs_err, max_rel_err=timed.check.max_rel_err,
         worker_s=built.compile_s + timed.measure_s, metrics=metrics, raced=timed.raced,
     ), spent
 
 
-def race_incumbent_s(trials: list[Trial]) -> float | None:
-    """What a candidate must race against: the upper interval bound of the fastest fully timed
-    trial (its median alone, measured in a quiet moment of a busy machine, raced too many)."""
-    timed = [t for t in trials if t.status == TrialStatus.OK and t.median_s is not None and not t.raced]
-    best = min(timed, key=lambda t: t.median_s, default=None)  # type: ignore[arg-type, return-value]
-    return None if best is None else max(best.median_s, best.ci_high_s or 0.0)  # type: ignore[type-var]
+def race_incumbent(trials: list[Trial]) -> float:
+    """What a candidate races against: the best paired speedup over the default of a fully timed
+    trial (1 while the default is the best)."""
+    return max((t.speedup for t in trials if t.status == TrialStatus.OK and t.speedup is not None and not t.raced),
+               default=1.0)
+
+
+def search_speedup(trial: Trial, default: Trial | None) -> float | None:
+    """A measured trial's speedup over the default as the search measured it: paired when it was
+    (`runner.timing.paired`), else (a store written before paired timing) the ratio of medians."""
+    if trial.speedup is not None:
+        return trial.speedup
+    if trial.median_s and default is not None and default.median_s:
+        return default.median_s / trial.median_s
+    return None

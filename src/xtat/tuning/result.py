@@ -22,6 +22,8 @@ class TrialEvent:
     index: int
     config: Config
     status: str
+    # The config's time in the search, paired: the default's recorded time over its paired speedup
+    # (`tuning.measure.search_speedup`), so figures of configs timed minutes apart compare.
     median_s: float | None
     best_s: float | None
     resumed: bool

@@ -36,10 +36,6 @@ class TuneSettings:
     formulation: Formulation | str = Formulation.JOINT  # a Formulation or its name (made a Formulation)
     strategy: str = "sweep"  # a name in xtat.search.STRATEGIES
     finalists: int = 3
-    # A config timed in the search up to this much slower than the default may still be a finalist:
-    # search timings are not interleaved, and a true 1.15x win on a convolution train step was
-    # timed slower than the default in 2 of 20 runs (benchmarks/confirmation_power.py win).
-    finalist_margin: float = 0.10
     verify_repeats: int = 3  # checks of a would-be winner on make_inputs(1); one failure demotes it
     # Speedups whose interval reaches into [1, 1 + tie_margin] are ties: two builds of the
     # same code in one worker differ by up to ~1.5% here (code and buffer placement).
@@ -57,13 +53,17 @@ class TuneSettings:
     load_threshold_cores: float = 0.25
     adopt_under_load: bool = False
     min_sample_s: float = 0.02
-    samples: int = 7
+    # Timing (`runner.timing.paired`): the default alone for `samples` samples; each candidate in
+    # pairs with it, a short block of `samples` pairs, up to `contender_pairs` while it may still
+    # beat the incumbent.
+    samples: int = 5
+    contender_pairs: int = 15
     deadline_factor: float = 10.0  # deadlines are this multiple of the default's times
     min_deadline_s: float = 30.0
     startup_deadline_s: float = 180.0
-    # Racing (runner.timing.Race): stop timing a candidate whose fastest of >= race_min_samples
-    # samples is above the incumbent's upper interval bound x (1 + race_margin). None: time every sample.
-    race_margin: float | None = 0.10
+    # Racing (runner.timing.Race): stop timing a candidate once the largest of >= race_min_samples
+    # paired speedups x (1 + race_margin) is below the incumbent's speedup. None: the whole short block.
+    race_margin: float | None = 0.05
     race_min_samples: int = 3
     objectives: tuple[str, ...] = ("time",)  # with more, the result carries their Pareto front
     # Other stores whose workloads' timed configs a strategy that learns across workloads
@@ -118,7 +118,8 @@ class TuneSettings:
 
     @property
     def timing(self) -> TimingPolicy:
-        return TimingPolicy(min_sample_s=self.min_sample_s, samples=self.samples, seed=self.seed)
+        return TimingPolicy(min_sample_s=self.min_sample_s, samples=self.samples,
+                            contender_pairs=self.contender_pairs, seed=self.seed)
 
     @property
     def tolerance(self) -> Tolerance:
