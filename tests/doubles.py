@@ -41,12 +41,14 @@ class FakeRunner:
     passes: list[str] = field(default_factory=list)  # what `passes_that_ran` reports
     autotune_text: str = ""  # what `autotune_results` reports (a recorded GPU file, or none as on CPU)
     jitter: float = 0.01
+    drift: float = 0.0  # each sample is this much slower than the one before it (of any build), relatively
     budget: Budget = field(default_factory=Budget)
     # What the tuning layer asked, in order: ("build" | "measure" | "verify" | "place", build id).
     calls: list[tuple[str, str]] = field(default_factory=list)
     deadlines: tuple[float, float] | None = None
     node: str = "fake-node"
     _rng: random.Random = field(default_factory=lambda: random.Random(0))
+    _taken: int = 0  # samples taken so far
 
     def slots(self) -> list[FakeRunner]:
         return [self]
@@ -57,7 +59,11 @@ class FakeRunner:
     def _samples(self, candidate: Candidate, count: int) -> list[float]:
         seconds = self.time_of(candidate)
         assert isinstance(seconds, float)
-        return [seconds * (1.0 + self._rng.gauss(0.0, self.jitter)) for _ in range(count)]
+        samples = []
+        for _ in range(count):
+            self._taken += 1  # a machine that slows down as it works (`drift`) slows every build alike
+            samples.append(seconds * (1.0 + self.drift * self._taken) * (1.0 + self._rng.gauss(0.0, self.jitter)))
+        return samples
 
     def start(self) -> None:
         outcome = self.time_of(Candidate())

@@ -14,7 +14,7 @@ M = [
     Mutation("protocol version unchecked", "src/xtat/runner/protocol.py",
              '    if message.get("v") != PROTOCOL_VERSION:', "    if False:", "tests/test_protocol.py"),
     Mutation("no racing", "src/xtat/tuning/measure.py",
-             "    race = None if incumbent_s is None else Race(", "    race = None if True else Race(", LOOP),
+             "    race = None if is_default else Race(", "    race = None if True else Race(", LOOP),
     Mutation("no deduplication", "src/xtat/tuning/measure.py",
              "    same = store.measured_with_hash(", "    same = None and store.measured_with_hash(", LOOP),
     Mutation("impossible speedups trusted", "src/xtat/tuning/measure.py",

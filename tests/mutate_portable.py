@@ -29,7 +29,7 @@ M = [
              "self.measure_deadline_s = max(self.min_deadline_s,", "self.measure_deadline_s = max(self.startup_deadline_s,",
              HANG + "[run-hang]"),
     Mutation("no racing", "src/xtat/tuning/measure.py",
-             "    race = None if incumbent_s is None else Race(", "    race = None if True else Race(",
+             "    race = None if is_default else Race(", "    race = None if True else Race(",
              "tests/test_cost_model.py -k racing_stops"),
     Mutation("values beyond the element bound pass", "src/xtat/runner/verify.py",
              "    if s.beyond > max(allowed.outliers, fraction):", "    if False:",

@@ -52,6 +52,19 @@ def test_a_faster_config_is_found_confirmed_and_adopted(db):
     assert runner.calls[-2:][0][0] == "place" and runner.calls[-2][1] == "default"
 
 
+def test_a_win_timed_while_the_machine_slows_down_is_found_by_its_paired_figure(db):
+    # Every sample is 0.2% slower than the one before: by the time the search reaches the 1.3x config,
+    # the machine is several times slower than when the default was timed. Compared with the default's
+    # one early measurement it would look slower; paired with the default, it is the 1.3x it is.
+    runner = FakeRunner(faster_with(WIDTH, 512, 1.3), drift=0.002)
+    result = tune(db, runner)
+    won = next(t for t in trials(db) if t.config.get("codegen", {}).get(WIDTH) == 512 and len(t.config["codegen"]) == 1)
+    default = next(t for t in trials(db) if not t.config)
+    assert won.median_s > 1.3 * default.median_s  # its raw time: slower than the default's early one
+    assert 1.25 < won.speedup < 1.35 and won.speedup_low > 1.2  # paired: the win
+    assert result.adopted and result.best_config["codegen"][WIDTH] == 512, result.message
+
+
 def test_a_tie_is_not_adopted(db):
     result = tune(db, FakeRunner(faster_with(WIDTH, 512, 1.005)))
     assert not result.adopted and result.best_config == {}

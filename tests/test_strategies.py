@@ -342,3 +342,54 @@ def test_staged_formulation_with_a_model_based_strategy(db):
     frozen = {stage: ids for stage, ids in codegen_stage[0].items() if stage != "codegen"}
     assert frozen in program_stage  # the program stage's best, frozen
     assert all({stage: ids for stage, ids in c.items() if stage != "codegen"} == frozen for c in codegen_stage)
+
+
+# -- the search order (search.order) -------------------------------------------------------------
+
+def test_global_decisions_come_first_ranked_by_how_often_their_kind_won(tmp_path):
+    from xtat.search.order import WinCounts, counted, ordered
+    from xtat.store.sql import Store
+
+    decisions = [
+        Decision("program", "dot@0/1:f32[8,8],f32[8,8]", ("default", "transposed"), "default"),
+        Decision("program", "knob:chunks", (1, 2), 1),
+        Decision("passes", "cse", (False, True), False),
+        Decision("passes", "algsimp", (False, True), False),
+        Decision("codegen", "xla_backend_optimization_level", (1, 2, 3), 3),
+    ]
+    # No evidence: the stages' order, global ones (declared knobs among them) before the per-op dot.
+    assert [d.id for d in ordered(decisions, WinCounts())] == [
+        "knob:chunks", "cse", "algsimp", "xla_backend_optimization_level", "dot@0/1:f32[8,8],f32[8,8]"]
+    # A store where algsimp off won on one workload (a paired interval above the tie margin) and cse
+    # was tried without winning: algsimp first, cse below the kinds never tried.
+    store = Store.open(tmp_path / "wins.db")
+    workload = store.upsert_workload("fp", "program", "w", {"platform": "cpu"}, {})
+    for config, low in (({}, 1.0), ({"passes": {"algsimp": True}}, 1.3), ({"passes": {"cse": True}}, 0.9)):
+        trial = store.start_trial(workload, None, config, config_key(config))
+        store.finish_trial(trial, "ok", median_s=1e-3, speedup=low + 0.05, speedup_low=low, speedup_high=low + 0.1)
+    counts = counted([store])
+    assert counts.wins == {"passes.algsimp": 1} and counts.tries == {"passes.algsimp": 1, "passes.cse": 1}
+    assert [d.id for d in ordered(decisions, counts)][:4] == [
+        "algsimp", "knob:chunks", "xla_backend_optimization_level", "cse"]
+    assert ordered(decisions, counts)[-1].stage == "program"  # the per-op dot stays last
+
+
+def test_the_shipped_prior_is_vetted_and_a_bad_one_is_refused_naming_it():
+    from xtat.search.order import WinCounts, shipped
+
+    assert shipped().workloads > 0 and all(v > 0 for v in shipped().wins.values())
+    for bad in ({"wins": {"passes.cse": -1}, "tries": {}, "workloads": 1}, {"wins": {}, "tries": {}},
+                {"wins": {"passes.cse": True}, "tries": {}, "workloads": 1}, []):
+        with pytest.raises(ValueError, match="prior.json"):
+            WinCounts.from_json(bad, "prior.json")
+
+
+def test_effort_levels_are_presets_that_explicit_settings_override():
+    from xtat.tuning.settings import EFFORTS, Effort, TuneSettings
+
+    quick, standard = TuneSettings.at("quick"), TuneSettings.at(Effort.STANDARD)
+    assert quick.time_s < standard.time_s and quick.finalists < standard.finalists
+    assert quick.confirm_time_s < standard.confirm_time_s and TuneSettings.at("exhaustive").budget == 1000
+    assert TuneSettings.at("quick", time_s=10.0, seed=3).time_s == 10.0 and set(EFFORTS) == set(Effort)
+    with pytest.raises(UserError, match="--effort 'fast': choose one of quick, standard, exhaustive"):
+        TuneSettings.at("fast")

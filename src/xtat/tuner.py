@@ -62,11 +62,14 @@ def tune(
 ) -> TuneResult:
     """Tune `workload` and record every attempt; returns the (maybe adopted) result.
 
-    Keyword overrides are TuneSettings fields: `xtat.tune(w, budget=20, seed=1)`. `db` is the
+    Keyword overrides are TuneSettings fields: `xtat.tune(w, budget=20, seed=1)`, on top of an effort
+    level's preset when one is named (`xtat.tune(w, effort="quick")`: `tuning.settings.Effort`). `db` is the
     store's file (SQLite), or a `store.base.Storage` the caller opened (and closes). `runner`
     opens what builds and times candidates (by default worker processes on this machine).
     """
-    settings = settings or TuneSettings(**overrides)
+    if settings is None:
+        effort = overrides.pop("effort", None)
+        settings = TuneSettings(**overrides) if effort is None else TuneSettings.at(effort, **overrides)
     started = time.perf_counter()
     with ExitStack() as stack:
         # Bad --learn-from stores and --options fail here, before anything is written.

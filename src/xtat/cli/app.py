@@ -50,9 +50,13 @@ def _ms(value: float | None) -> str:
 def tune(
     target: str | None = typer.Argument(None, help="package.module:attr or path/to/file.py:attr; "
                                            "default: the built-in MoE training step."),
-    budget: int | None = typer.Option(40, help="Configs to consider, the default and resumed ones included."),
+    effort: str = typer.Option("standard", "--effort", help="quick (about a minute on a program with a 5 s "
+                               "compile) | standard (at most about 5 minutes) | exhaustive (1000 configs): a "
+                               "preset of --budget, --time, the finalists and --confirm-time (docs/search.md)."),
+    budget: int | None = typer.Option(None, help="Configs to consider, the default and resumed ones included "
+                                      "(default: the effort's)."),
     time: float | None = typer.Option(None, "--time", help="Time budget of the search in seconds, resumed "
-                                         "trials' time included (default: none; 60 without TARGET)."),
+                                         "trials' time included (default: the effort's; 60 without TARGET)."),
     db: str | None = DbOption,
     seed: int = typer.Option(0, help="Seed of the search."),
     allow_numerics_change: bool = typer.Option(False, help="Also search options that relax numerics."),
@@ -66,8 +70,9 @@ def tune(
                                    "the Pareto front over them is shown."),
     learn_from: list[Path] | None = typer.Option(None, "--learn-from", help="Another store whose workloads' "
                                                      "trials the model strategy also learns from (repeatable)."),
-    confirm_time: float = typer.Option(120.0, "--confirm-time", help="Most seconds the confirmation of a winner "
-                                       "(deployed through jax.jit in fresh processes) may take adding rounds."),
+    confirm_time: float | None = typer.Option(None, "--confirm-time", help="Most seconds the confirmation of a "
+                                              "winner (deployed through jax.jit in fresh processes) may take adding "
+                                              "rounds (default: the effort's)."),
     adopt_under_load: bool = typer.Option(False, help="Adopt a winner confirmed while other processes loaded "
                                           "the machine (by default it is reported as load-dependent)."),
     name: str | None = typer.Option(None, "--name", help="The workload's name in the store and reports "
@@ -88,21 +93,22 @@ def tune(
         workload = load_target(target or DEFAULT_TARGET, name)
         if target is None and time is None:
             time = 60.0  # the built-in workload's quick start takes about a minute
-        settings = TuneSettings(budget=budget, time_s=time, seed=seed, allow_numerics_change=allow_numerics_change,
-                                rtol=rtol, atol=atol,
-                                options=names(options) if options else None,
-                                stages=names(stages),
-                                formulation=formulation, strategy=strategy,
-                                objectives=names(objectives), learn_from=tuple(map(str, learn_from or ())),
-                                confirm_time_s=confirm_time, adopt_under_load=adopt_under_load,
-                                executor=executor, workers=workers)
+        given = {field: value for field, value in (("budget", budget), ("time_s", time),
+                                                   ("confirm_time_s", confirm_time)) if value is not None}
+        settings = TuneSettings.at(effort, **given, seed=seed, allow_numerics_change=allow_numerics_change,
+                                   rtol=rtol, atol=atol,
+                                   options=names(options) if options else None,
+                                   stages=names(stages),
+                                   formulation=formulation, strategy=strategy,
+                                   objectives=names(objectives), learn_from=tuple(map(str, learn_from or ())),
+                                   adopt_under_load=adopt_under_load, executor=executor, workers=workers)
     except UserError as exc:
         _fail(str(exc))
     failures = 0
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console,
                   disable=not console.is_terminal and as_json) as progress:
-        task = progress.add_task(f"tuning {workload.display_name}", total=budget, info="")
+        task = progress.add_task(f"tuning {workload.display_name}", total=settings.budget, info="")
 
         def on_trial(event) -> None:
             nonlocal failures

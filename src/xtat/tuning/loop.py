@@ -13,6 +13,7 @@ from xtat.errors import UserError
 from xtat.model.cost_model import prior
 from xtat.runner.base import Runner
 from xtat.search import make_strategy
+from xtat.search.order import counted, ordered, shipped
 from xtat.space.space import Config, Decision, Space, config_key
 from xtat.stages.base import Context, concretize
 from xtat.store.base import Storage
@@ -68,6 +69,8 @@ class SearchLoop:
         """Search `decisions` around `base` for at most `budget` configs (None: until exhausted)."""
         self.space = self.space.extended(decisions)
         known = self.space.by_key()
+        # Expected gain first: global decisions before per-op ones, each by how often its kind won.
+        decisions = ordered(decisions, shipped() + counted([self.store, *self.learn_from]))
         # A strategy that learns across workloads (`uses_prior`) also trains on the store's others
         # and on those of the --learn-from stores.
         strategy = make_strategy(self.settings.strategy, decisions, seed=self.settings.seed, base=base,

@@ -23,6 +23,25 @@ class Formulation(StrEnum):
 FORMULATIONS = tuple(f.value for f in Formulation)
 
 
+class Effort(StrEnum):
+    """How much a run may spend, as Helion's autotune effort: each a preset of the search's budget,
+    the finalists and the confirmation's length (`TuneSettings.at`). The search order (global decisions
+    first, by the decision prior: `search.order`) is the same at every effort; more effort reaches
+    further down it. Times are for the search loop; re-measuring and confirming the finalists comes
+    after (docs/search.md, "Effort")."""
+
+    QUICK = "quick"  # about a minute on a program with a 5 s compile: the likeliest wins, one finalist
+    STANDARD = "standard"  # at most about 5 minutes in all: every global decision, then per-op ones
+    EXHAUSTIVE = "exhaustive"  # until 1000 configs are considered: the per-op decisions too, combined
+
+
+EFFORTS: dict[Effort, dict[str, object]] = {
+    Effort.QUICK: dict(budget=None, time_s=40.0, finalists=1, confirm_looks=2, confirm_time_s=20.0),
+    Effort.STANDARD: dict(budget=None, time_s=180.0, finalists=3, confirm_looks=4, confirm_time_s=60.0),
+    Effort.EXHAUSTIVE: dict(budget=1000, time_s=None, finalists=5, confirm_looks=6, confirm_time_s=120.0),
+}
+
+
 @dataclass(frozen=True)
 class TuneSettings:
     budget: int | None = 40  # configs considered, the default and resumed ones included
@@ -115,6 +134,15 @@ class TuneSettings:
             raise UserError("--workers above 1 needs --executor ray: one machine times one candidate at a time")
         if self.lease_s <= 0:
             raise UserError("lease_s must be positive")
+
+    @classmethod
+    def at(cls, effort: Effort | str, **overrides: object) -> TuneSettings:
+        """The settings of an effort level, with `overrides` (other TuneSettings fields) on top."""
+        try:
+            preset = EFFORTS[Effort(effort)]
+        except ValueError:
+            raise UserError(f"--effort {effort!r}: choose one of {', '.join(e.value for e in Effort)}") from None
+        return cls(**{**preset, **overrides})  # type: ignore[arg-type]
 
     @property
     def timing(self) -> TimingPolicy:

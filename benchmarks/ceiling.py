@@ -1,0 +1,148 @@
+"""How much a program has to give: every global compiler decision xtat offers, each on its own
+against the default, then combinations of the best few; the best it found is the ceiling that
+a tuning run is held to.
+
+    .venv/bin/python benchmarks/ceiling.py TARGET [--rounds 15] [--top 3] [--json OUT.json]
+
+TARGET names the workload as for `xtat tune` (FILE.py:make, a suite name, ...). The decisions are
+the global ones the tuner offers on this machine: each HLO pass of the passes stage that changes
+this program switched off (`xla_disable_hlo_passes`), and each non-default value of each curated
+codegen option (numerics-preserving ones only). Runtime decisions (process environment) and
+per-op program rewrites are not probed: they cannot be given through `compiler_options`.
+
+Each decision is measured in a fresh process of its own that builds two executables only, the
+default and the decision, both with `jax.jit(fn, compiler_options=...)` as `xtat.jit` deploys:
+`--rounds` interleaved rounds in a new random order each (`runner.timing.interleaved`), the
+figure the median per-round ratio time(default) / time(decision) with its exact 95% interval
+(`runner.timing.speedup_ci`). A decision whose outputs differ from the default's (beyond
+rtol 1e-5) is reported and never part of the ceiling. Then the best `--top` decisions whose
+interval lies above 1 are measured together, in pairs and all at once. The ceiling is the
+best speedup found; "1.000x" when nothing beat the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def offered(target: str) -> dict[str, dict]:
+    """The global decisions the tuner offers for this program: a name -> its compiler options."""
+    import jax
+
+    from xtat.stages.codegen.space import codegen_space
+    from xtat.stages.passes import SAFE
+    from xtat.targets import load_target
+
+    workload = load_target(target)
+    with tempfile.TemporaryDirectory() as dump:
+        jax.jit(workload.fn, **workload.jit_options, compiler_options={
+            "xla_dump_to": dump, "xla_dump_hlo_pass_re": ".*"}).lower(*workload.args, **(workload.kwargs or {})).compile()
+        ran = {m.group(1) for path in Path(dump).glob("*.txt")
+               for m in [re.search(r"\.after_(.+?)\.before_", path.name)] if m}
+    decisions = {f"passes.{name}=off": {"xla_disable_hlo_passes": name} for name in sorted(ran & SAFE)}
+    platform = jax.devices()[0].platform
+    for decision in codegen_space(platform, allow_numerics_change=False).decisions:
+        for value in decision.values:
+            if value != decision.default:
+                decisions[f"codegen.{decision.id}={value}"] = {decision.id: value}
+    return decisions
+
+
+def merged(options: list[dict]) -> dict:
+    """One set of compiler options from several decisions (disabled passes joined)."""
+    out: dict = {}
+    for option in options:
+        for key, value in option.items():
+            if key == "xla_disable_hlo_passes" and key in out:
+                value = ",".join(sorted({*out[key].split(","), *value.split(",")}))
+            out[key] = value
+    return out
+
+
+def pair(target: str, options: dict, rounds: int, min_batch_s: float) -> dict:
+    """The default and one set of options in this process: their speedup, and whether outputs agree."""
+    import jax
+    import numpy as np
+
+    from xtat.runner.timing import interleaved, speedup_ci
+    from xtat.targets import load_target
+
+    workload = load_target(target)
+    args, kwargs = workload.args, workload.kwargs or {}
+    builds = {"default": jax.jit(workload.fn, **workload.jit_options),
+              "decision": jax.jit(workload.fn, **workload.jit_options, compiler_options=options)}
+    outputs = {label: [np.asarray(x) for x in jax.tree.leaves(jax.block_until_ready(call(*args, **kwargs)))]
+               for label, call in builds.items()}
+    same = all(a.shape == b.shape and np.allclose(a, b, rtol=1e-5, atol=1e-7, equal_nan=True)
+               for a, b in zip(outputs["default"], outputs["decision"], strict=True))
+    times = interleaved({label: (lambda c=call: jax.block_until_ready(c(*args, **kwargs)))
+                         for label, call in builds.items()}, rounds, min_sample_s=min_batch_s,
+                        seed=int.from_bytes(os.urandom(4), "little"))
+    ratio, low, high = speedup_ci(times["default"], times["decision"])
+    return {"speedup": ratio, "low": low, "high": high, "same_outputs": same}
+
+
+def measure_in_a_fresh_process(target: str, options: dict, rounds: int, min_batch_s: float) -> dict:
+    done = subprocess.run([sys.executable, __file__, target, "--pair", json.dumps(options), "--rounds", str(rounds),
+                           "--min-batch-s", str(min_batch_s)], capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["exited with " + str(done.returncode)])[-1][:200]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--min-batch-s", type=float, default=0.05)
+    parser.add_argument("--top", type=int, default=3, help="combine the best this many decisions")
+    parser.add_argument("--json", help="also write every row here")
+    parser.add_argument("--pair", help=argparse.SUPPRESS)  # internal: one fresh process's measurement
+    options = parser.parse_args()
+    if options.pair is not None:
+        print(json.dumps(pair(options.target, json.loads(options.pair), options.rounds, options.min_batch_s)))
+        return
+
+    decisions = offered(options.target)
+    print(f"{options.target}: {len(decisions)} global decisions, each in a fresh process, "
+          f"{options.rounds} interleaved rounds", flush=True)
+    rows: dict[str, dict] = {}
+
+    def run(name: str, compiler_options: dict) -> None:
+        row = {"options": compiler_options, **measure_in_a_fresh_process(
+            options.target, compiler_options, options.rounds, options.min_batch_s)}
+        rows[name] = row
+        figure = row.get("error") or (f"{row['speedup']:.3f}x [{row['low']:.3f}, {row['high']:.3f}]"
+                                      + ("" if row["same_outputs"] else "  outputs differ: not counted"))
+        print(f"  {name:60s} {figure}", flush=True)
+
+    for name, compiler_options in decisions.items():
+        run(name, compiler_options)
+    winners = sorted((n for n, r in rows.items() if "error" not in r and r["same_outputs"] and r["low"] > 1.0),
+                     key=lambda n: -rows[n]["speedup"])[:options.top]
+    for size in range(2, len(winners) + 1):
+        for combo in itertools.combinations(winners, size):
+            run(" + ".join(combo), merged([decisions[n] for n in combo]))
+    counted = {n: r for n, r in rows.items() if "error" not in r and r["same_outputs"]}
+    best = max(counted, key=lambda n: counted[n]["speedup"], default=None)
+    if best is None or counted[best]["low"] <= 1.0:
+        print(f"ceiling: 1.000x (no decision's interval lies above 1; best {best}: "
+              + (f"{counted[best]['speedup']:.3f}x)" if best else "none)"))
+    else:
+        r = counted[best]
+        print(f"ceiling: {r['speedup']:.3f}x [{r['low']:.3f}, {r['high']:.3f}] with {best}")
+    if options.json:
+        Path(options.json).write_text(json.dumps({"target": options.target, "rounds": options.rounds,
+                                                  "rows": rows, "best": best}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""What the search finds of what a program has: per program, the ceiling, then a quick and a standard
+tuning run, each with its adopted config, search, side-by-side, confirmed and delivered speedups.
+
+    .venv/bin/python benchmarks/search_campaign.py TARGET... [--efforts quick,standard] [--no-ceiling] \
+        [--pairs 4] [--rounds 11] [--json OUT.json]
+
+TARGET names a workload as `xtat tune` does (examples/NAME.py:make, suite:gpt/inference, ...). Per target:
+
+1. the ceiling (`benchmarks/ceiling.py`, in a process of its own): every offered global decision on
+   its own against the default, each in a fresh process, and combinations of the best few;
+2. per effort: `xtat tune --effort E` into a new store, in a process of its own (nothing tuned
+   before is in it), reporting the adopted config, each finalist's search figure (its trial's paired
+   speedup) beside its side-by-side figure, the confirmation's verdict, rounds and load, and the
+   run's wall time;
+3. where a config was adopted, the delivered speedup through its deploy path in fresh processes
+   (`benchmarks/real_code.py: delivered`: xtat.jit, under `xtat run` where it holds a runtime
+   decision, against plain jax.jit, in `--pairs` pairs of processes); 1.0 where none was.
+
+Then the campaign's lines: per program, the share of the ceiling's gain each effort delivered;
+finalists whose search figure lies within 10% of their side-by-side one; finalists rejected by
+confirmation; confirmations marked load-dependent. Run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def ceiling(target: str, folder: Path) -> dict:
+    out = folder / "ceiling.json"
+    done = subprocess.run([sys.executable, str(HERE / "ceiling.py"), target, "--json", str(out)], text=True,
+                          capture_output=True)
+    print(done.stdout, end="", flush=True)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip()[-300:]}
+    data = json.loads(out.read_text())
+    best = data["best"]
+    row = data["rows"][best] if best else None
+    value = row["speedup"] if row and row["low"] > 1.0 else 1.0
+    return {"ceiling": value, "ceiling_ci": [row["low"], row["high"]] if row else [1.0, 1.0], "ceiling_with": best}
+
+
+def tune(target: str, effort: str, db: Path) -> dict:
+    """`xtat tune --effort` in a process of its own; the run's JSON."""
+    done = subprocess.run([sys.executable, "-c", "from xtat.cli.app import main; main()", "tune", target,
+                           "--effort", effort, "--db", str(db), "--json"], text=True, capture_output=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        return {"error": (done.stderr.strip() or done.stdout.strip())[-300:]}
+    return json.loads(lines[-1])  # the CLI's --json object is its last line
+
+
+def search_figures(db: Path, finalists: list[dict]) -> list[dict]:
+    """Each finalist's search figure (its trial's paired speedup) beside its side-by-side one."""
+    from xtat.store.sql import Store
+
+    store = Store.open(db)
+    try:
+        trials = {t.id: t for w in store.workloads() for t in store.trials(w.id)}
+    finally:
+        store.close()
+    rows = []
+    for f in finalists:
+        trial = trials.get(f["trial"])
+        side = f.get("search_speedup") or f["speedup"]  # a confirmed finalist keeps its side-by-side as search_*
+        rows.append({"config": f["config"], "search": trial.speedup if trial else None, "side_by_side": side,
+                     "confirmed": (f.get("confirmation") or {}).get("verdict")})
+    return rows
+
+
+def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds: int) -> dict:
+    sys.path.insert(0, str(HERE))
+    from real_code import delivered  # benchmarks/real_code.py
+
+    row: dict = {"target": target}
+    with tempfile.TemporaryDirectory(prefix="xtat-campaign-") as scratch:
+        folder = Path(scratch)
+        if with_ceiling:
+            row.update(ceiling(target, folder))
+        for effort in efforts:
+            db = folder / f"{effort}.db"
+            result = tune(target, effort, db)
+            if "error" in result:
+                row[effort] = result
+                print(f"{target} {effort}: failed: {result['error']}", flush=True)
+                continue
+            confirmation = result.get("confirmation") or {}
+            entry = {"adopted": result["adopted"], "config": result["best_config"] if result["adopted"] else None,
+                     "message": result["message"], "wall_s": result["wall_s"], "trials": result["trials"],
+                     "finalists": search_figures(db, result["finalists"]),
+                     "confirmed": [result["speedup"], *result["speedup_ci"]] if confirmation else None,
+                     "load_dependent": confirmation.get("load_dependent"),
+                     "other_cores": (confirmation.get("load") or {}).get("other_cores")}
+            if result["adopted"]:
+                source = target.removesuffix(":make") if target.endswith(".py:make") else target
+                runtime = bool(result["best_config"].get("runtime"))
+                measured = delivered(source, db, runtime, rounds, pairs)
+                entry["delivered"] = [measured["delivered"], *measured["delivered_ci"]]
+            else:
+                entry["delivered"] = [1.0, 1.0, 1.0]
+            row[effort] = entry
+            print(f"{target} {effort}: {result['message']} ({result['wall_s']:.0f} s); delivered "
+                  f"{entry['delivered'][0]:.3f}x [{entry['delivered'][1]:.3f}, {entry['delivered'][2]:.3f}]",
+                  flush=True)
+    return row
+
+
+def summary(rows: list[dict], efforts: list[str]) -> str:
+    lines = ["| program | ceiling [95% CI] | " + " | ".join(
+        f"{e}: adopted config, confirmed, delivered [95% CI], wall s" for e in efforts) + " |",
+        "|---|---|" + "---|" * len(efforts)]
+    finalists = close = rejected = confirmations = load_dependent = 0
+    for r in rows:
+        cells = [r["target"], f"{r['ceiling']:.3f} [{r['ceiling_ci'][0]:.3f}, {r['ceiling_ci'][1]:.3f}] "
+                 f"({r['ceiling_with']})" if "ceiling" in r else "-"]
+        for e in efforts:
+            x = r.get(e) or {}
+            if "error" in x or not x:
+                cells.append(f"failed: {x.get('error', '')[:80]}")
+                continue
+            for f in x["finalists"]:
+                finalists += 1
+                close += f["search"] is not None and abs(f["search"] / f["side_by_side"] - 1) <= 0.10
+                confirmations += f["confirmed"] is not None
+                rejected += f["confirmed"] not in (None, "faster")
+            load_dependent += bool(x["load_dependent"])
+            confirmed = "-" if not x["confirmed"] else f"{x['confirmed'][0]:.3f}x"
+            d = x["delivered"]
+            share = ""
+            if "ceiling" in r and r["ceiling"] > 1.0:
+                share = f", {100 * math.log(d[0]) / math.log(r['ceiling']):.0f}% of the ceiling's gain"
+            cells.append(f"{json.dumps(x['config']) if x['config'] else 'none'}, {confirmed}, {d[0]:.3f}x "
+                         f"[{d[1]:.3f}, {d[2]:.3f}]{share}, {x['wall_s']:.0f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append(f"\nFinalists: {finalists}; search figure within 10% of side by side: {close}; "
+                 f"sent to confirmation: {confirmations}, rejected there: {rejected}; "
+                 f"confirmations marked load-dependent: {load_dependent}.")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("targets", nargs="+")
+    parser.add_argument("--efforts", default="quick,standard")
+    parser.add_argument("--no-ceiling", action="store_true")
+    parser.add_argument("--pairs", type=int, default=4, help="pairs of fresh processes for the delivered figure")
+    parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds per pair")
+    parser.add_argument("--json", type=Path)
+    options = parser.parse_args()
+    efforts = options.efforts.split(",")
+    rows = []
+    for target in options.targets:
+        rows.append(one(target, efforts, not options.no_ceiling, options.pairs, options.rounds))
+        if options.json:
+            options.json.write_text(json.dumps(rows, indent=1) + "\n")
+    print(summary(rows, efforts))
+
+
+if __name__ == "__main__":
+    main()

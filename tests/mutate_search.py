@@ -1,0 +1,40 @@
+"""Mutation check of issue 30's tests (paired timing in the search, the search order and its prior,
+effort levels): each behaviour removed in turn must fail its tests.
+
+    .venv/bin/python tests/mutate_search.py [MUTATION ...]
+
+The harness is tests/mutation.py. Not collected by pytest.
+"""
+import sys
+
+from mutation import Mutation, check
+
+LOOP = "tests/test_loop.py"
+STRATEGIES = "tests/test_strategies.py"
+M = [
+    Mutation("pairs always in one order", "src/xtat/runner/timing.py",
+             "        if len(mine) % 2 == 0:", "        if True:", LOOP + " -k paired"),
+    Mutation("contenders not timed longer", "src/xtat/runner/timing.py",
+             '            if high < (race.incumbent if race is not None else float("inf")):', "            if True:",
+             LOOP + " -k paired"),
+    Mutation("a lost race timed on", "src/xtat/runner/timing.py",
+             "        if race is not None and race.lost(", "        if False and race.lost(", LOOP + " -k paired"),
+    Mutation("search figure from the raw median", "src/xtat/tuning/measure.py",
+             "    if trial.speedup is not None:\n        return trial.speedup", "    if False:\n        pass",
+             LOOP + " -k slows_down"),
+    Mutation("per-op decisions not last", "src/xtat/search/order.py",
+             "key=lambda d: (is_per_op(d), -counts.rate", "key=lambda d: (0, -counts.rate",
+             STRATEGIES + " -k global_decisions"),
+    Mutation("the prior not used", "src/xtat/search/order.py",
+             "key=lambda d: (is_per_op(d), -counts.rate(kind(d.stage, d.id)))", "key=lambda d: is_per_op(d)",
+             STRATEGIES + " -k global_decisions"),
+    Mutation("a one-decision win not counted", "src/xtat/search/order.py",
+             "                    won |= kinds", "                    pass", STRATEGIES + " -k global_decisions"),
+    Mutation("a bad prior file accepted", "src/xtat/search/order.py",
+             "        if not count(workloads):", "        if False:", STRATEGIES + " -k shipped_prior"),
+    Mutation("effort ignored", "src/xtat/tuning/settings.py",
+             "        return cls(**{**preset, **overrides})", "        return cls(**overrides)",
+             STRATEGIES + " -k effort"),
+]
+
+sys.exit(check(M))
