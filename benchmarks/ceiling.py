@@ -43,8 +43,9 @@ def offered(target: str) -> dict[str, dict]:
 
     workload = load_target(target)
     with tempfile.TemporaryDirectory() as dump:
-        jax.jit(workload.fn, **workload.jit_options, compiler_options={
-            "xla_dump_to": dump, "xla_dump_hlo_pass_re": ".*"}).lower(*workload.args, **(workload.kwargs or {})).compile()
+        dumping = {"xla_dump_to": dump, "xla_dump_hlo_pass_re": ".*"}
+        jax.jit(workload.fn, **workload.jit_options, compiler_options=dumping).lower(
+            *workload.args, **(workload.kwargs or {})).compile()
         ran = {m.group(1) for path in Path(dump).glob("*.txt")
                for m in [re.search(r"\.after_(.+?)\.before_", path.name)] if m}
     decisions = {f"passes.{name}=off": {"xla_disable_hlo_passes": name} for name in sorted(ran & SAFE)}

@@ -39,7 +39,7 @@ def _intervals(events: list[dict]) -> list[tuple[float, float, int, str]]:
     for e in events:
         if e["event"] == "start":
             started[(e["pid"], e["id"])] = e["at"]
-        elif (e["pid"], e["id"]) in started:
+        elif e["event"] == "end" and (e["pid"], e["id"]) in started:
             spans.append((started.pop((e["pid"], e["id"])), e["at"], e["pid"], e["id"]))
     return sorted(spans)
 

@@ -155,3 +155,37 @@ def test_a_config_that_cannot_be_exported_is_a_compile_error_and_the_run_goes_on
     assert rows[json.dumps({"program": {"knob:log": True}}, sort_keys=True)] == "compile_error"
     assert errors and "cannot be exported" in errors[0]
     assert "running" not in rows.values() and not result.adopted
+
+
+def _spans(events: list[dict], start: str, end: str) -> list[tuple[float, float, str]]:
+    """(start, end, id) of each finished span, starts matched to ends in order per build id."""
+    open_: dict[str, list[float]] = {}
+    spans = []
+    for e in events:
+        if e["event"] == start:
+            open_.setdefault(e["id"], []).append(e["at"])
+        elif e["event"] == end and open_.get(e["id"]):
+            spans.append((open_[e["id"]].pop(0), e["at"], e["id"]))
+    return spans
+
+
+def test_compile_slots_compile_side_by_side_and_never_while_a_candidate_is_timed(db, tmp_path, monkeypatch):
+    # TEST-ONLY: every candidate's compile takes 0.5 s more, so that two slots' compiles overlap.
+    log = tmp_path / "timings.jsonl"
+    monkeypatch.setenv("XTAT_FAULT", "*:compile:slow")
+    monkeypatch.setenv("XTAT_TEST_TIMING_LOG", str(log))
+    result = xtat.tune(tiny_chunked_mlp(), db=db, budget=5, compile_slots=2, **CHUNKED)
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    compiles = sorted(_spans(events, "compile-start", "compile-end"))
+    timings = _spans(events, "start", "end")
+    assert len([c for c in compiles if c[2] not in ("default", "reference")]) == 4 and len(timings) == 5
+    assert any(a[0] < b[1] and b[0] < a[1] for a, b in zip(compiles, compiles[1:])), compiles  # side by side
+    for c_start, c_end, c_id in compiles:
+        for t_start, t_end, t_id in timings:
+            assert c_end <= t_start or t_end <= c_start, f"{c_id} compiled while {t_id} was timed"
+    assert sorted(result.trials.items()) == [("ok", 5)]
+    split = result.time_split  # where the time went
+    assert split.compile_s > 0 and split.timing_s > 0 and 0 < split.search_s < split.wall_s
+    store = Store.open(db)
+    trials = store.trials(store.workloads()[0].id)
+    assert all(t.speedup is not None and len(t.reference_samples) == len(t.samples) for t in trials if t.config)

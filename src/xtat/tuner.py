@@ -34,7 +34,7 @@ from xtat.tuning.adoption import finalize
 from xtat.tuning.claims import Heartbeat
 from xtat.tuning.context import RunContext
 from xtat.tuning.loop import POLL_S, SearchLoop, formulate
-from xtat.tuning.result import TrialEvent, TuneResult
+from xtat.tuning.result import TimeSplit, TrialEvent, TuneResult
 from xtat.tuning.session import open_ray_runner, open_runner, rewritten_exporter
 from xtat.tuning.settings import FORMULATIONS, TuneSettings
 from xtat.workload import Capture, Workload, capture
@@ -131,14 +131,19 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
             search.consider({})  # the default first, always
             formulate(search, searched, context, settings)
             search_load = monitor.report()
+            searched_s = search.used_s - search.resumed_s
         finally:
             search.close()
+        decide_started = time.perf_counter()
         with deciding(run):
             result = _decide(run, search, search_load, searched)
+        decide_s = time.perf_counter() - decide_started
     store.finish_run(run_id)
     pareto = pareto_front(store.trials(workload_id), settings.objectives) if len(settings.objectives) > 1 else []
     return replace(result, trials=_counts(store.trials(workload_id)), history=search.history, pareto=pareto,
-                   wall_s=time.perf_counter() - started, worker_s=search.worker_s)
+                   wall_s=time.perf_counter() - started,
+                   time_split=TimeSplit(searched_s, search.compile_s, search.timing_s, decide_s,
+                                        time.perf_counter() - started))
 
 
 @contextmanager
@@ -165,7 +170,8 @@ def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) ->
     store, runner, settings, captured, workload_id = run.store, run.runner, run.settings, run.captured, run.workload_id
     latest = store.latest_result(workload_id)
     basis = _basis(store.trials(workload_id))
-    call: dict[str, Any] = dict(trials={}, new_trials=search.new_trials, wall_s=0.0, worker_s=0.0, db=store.where)
+    call: dict[str, Any] = dict(trials={}, new_trials=search.new_trials, wall_s=0.0, time_split=TimeSplit(),
+                                db=store.where)
     if latest is not None and "summary" in latest.detail and (
             latest.detail.get("basis") == basis or (search.new_trials == 0 and "basis" not in latest.detail)):
         # Nothing was measured since the recorded decision (a rerun, or another tuner of the same
@@ -173,8 +179,7 @@ def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) ->
         recorded = TuneResult.from_decision(latest.detail["summary"], **call)
         result = replace(recorded, message=recorded.message + " (recorded)")
     else:
-        adoption, spent = finalize(run)
-        search.worker_s += spent
+        adoption, _ = finalize(run)
         notes = [note for stage in searched for note in stage.notes()]
         notes += [f"{len(ids)} decision(s) inactive, they need {needs} which was not searchable "
                   f"then: {', '.join(ids[:3])}{' ...' if len(ids) > 3 else ''}"

@@ -129,6 +129,8 @@ def tune(
     console.print(f"speedup {result.speedup:.3f}x  95% CI [{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}]"
                   f"  -> {result.message}")
     console.print(f"trials {result.trials}  new {result.new_trials}  wall {result.wall_s:.1f} s  db {result.db}")
+    if result.new_trials:
+        console.print(f"time: {result.time_split.describe()}")
     if result.adopted:
         console.print(f"config {json.dumps(result.best_config)}")
     if result.no_ops:

@@ -11,7 +11,7 @@ who is a config_id; `*` matches every candidate except the default;
 default included, except that config (to make one config the clear winner).
 phase is `compile`, `run` or `verify` (the check on make_inputs(1)); kind is
 one of KINDS. `slow` adds 1 ms to every call of the build (to make the
-others look faster); `wrong` perturbs its outputs by 1%; `flaky` perturbs
+others look faster), or at phase compile 0.5 s to its compile; `wrong` perturbs its outputs by 1%; `flaky` perturbs
 them on every third check only (a config wrong ~30% of the time); `nan` and
 `inf` put a NaN or +Inf into the first element of each floating output (a
 non-finite result where the reference may be finite); `lazy` (phase run)
@@ -100,3 +100,5 @@ def inject(config_id: str, phase: str, is_default: bool) -> None:
             raise RuntimeError(f"injected fault at {phase} of {config_id}")
         elif kind == "oom":
             raise MemoryError(f"injected out-of-memory at {phase} of {config_id}")
+        elif kind == "slow" and phase == "compile":
+            time.sleep(0.5)  # a compile that takes a while (for compile slots to overlap)

@@ -1,10 +1,12 @@
-"""The measuring lock of a host's device: two tuners on one machine never time at the same moment.
+"""The measuring lock of a host's device: nothing is timed while anything else is timed or compiled.
 
-Timing a candidate while another process times one on the same cores (or GPU) measures both
-wrong; compiling meanwhile is allowed. Every timing request of every xtat process on a host takes
-this lock first, an advisory `flock` on a file per device in the temporary folder (on GPU one per
-GPU, a run whose layouts span several holding each; on CPU one for the host), which the kernel
-releases when its holder dies, even by SIGKILL. Deadlines start once it is held.
+Timing a candidate while another process times one on the same cores (or GPU), or compiles on
+them, measures it wrong. Every timing request of every xtat process on a host holds this lock
+exclusively, and every compile of a search candidate holds it shared, so that compiles run side
+by side (a run's compile slots: `runner.process.ProcessRunner.slots`) but never during a timing.
+It is an advisory `flock` on a file per device in the temporary folder (on GPU one per GPU, a run
+whose layouts span several holding each; on CPU one for the host), which the kernel releases when
+its holder dies, even by SIGKILL. Deadlines start once it is held.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ def host_locks(platform: str, device: str | None = None) -> tuple[Path, ...]:
 
 
 @contextmanager
-def holding(paths: str | Path | Sequence[Path] | None) -> Iterator[None]:
-    """Hold the lock at each of `paths` (None: no lock), always in one order, for the duration of the block."""
+def holding(paths: str | Path | Sequence[Path] | None, shared: bool = False) -> Iterator[None]:
+    """Hold the lock at each of `paths` (None: no lock), always in one order, for the duration of the
+    block: exclusively to time, `shared` to compile. Never taken while the thread holds it already."""
     if paths is None:
         yield
         return
@@ -45,5 +48,5 @@ def holding(paths: str | Path | Sequence[Path] | None) -> Iterator[None]:
         for path in sorted([Path(paths)] if isinstance(paths, (str, Path)) else paths):
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
             held.callback(os.close, fd)  # closing releases the lock
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield

@@ -8,12 +8,14 @@ parent (an idle worker waits on its pipe and costs nothing).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
 import random
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -64,8 +66,12 @@ class ProcessRunner:
                  verify_inputs: list[np.ndarray] | None, export_rewritten: ExportRewritten,
                  startup_deadline_s: float, deadline_factor: float, min_deadline_s: float,
                  measure_lock: Sequence[Path] | None = None, device: str | None = None,
-                 dims: list[tuple[str, ...] | None] | None = None, layout_in_program: bool = False):
+                 dims: list[tuple[str, ...] | None] | None = None, layout_in_program: bool = False,
+                 compile_slots: int = 1):
         self.folder = folder
+        self.compile_slots = compile_slots  # see `slots`
+        self._siblings: list[ProcessRunner] = []
+        self._loading = threading.Lock()  # shared with the siblings: one worker loads the run folder at a time
         self.node = socket.gethostname()
         self.measure_lock = measure_lock  # held while timing (`runner.host_lock`)
         self.pool = Pool(folder, device)  # on GPU every worker sees only `device`
@@ -87,7 +93,18 @@ class ProcessRunner:
         self._reference_in: tuple[WorkerProcess, int] | None = None  # see `_reference`
 
     def slots(self) -> list[ProcessRunner]:
-        return [self]  # one candidate at a time on this machine
+        """This runner and `compile_slots - 1` siblings: each with workers of its own, sharing the run
+        folder (programs, inputs, the reference outputs `start` made). Their compiles run side by side
+        (the measuring lock held shared) and nothing is timed meanwhile (held exclusively), so a
+        search compiles its next candidates on the cores the timing leaves idle."""
+        while len(self._siblings) < self.compile_slots - 1:
+            sibling = copy.copy(self)
+            logs = self.folder / f"slot-{len(self._siblings) + 1}"
+            logs.mkdir(exist_ok=True)
+            sibling.pool = Pool(logs, self.pool.device)
+            sibling._siblings, sibling._reference_in = [], None
+            self._siblings.append(sibling)
+        return [self, *self._siblings]
 
     def losses(self) -> list[str]:
         return []  # a worker process that dies is a failure of its candidate, not a lost machine
@@ -109,8 +126,10 @@ class ProcessRunner:
             return DEFAULT_PROGRAM
         name = f"program-{key[:16]}.bin"
         path = self.folder / name
-        if not path.exists():
-            path.write_bytes(self._export_rewritten(*request))
+        if not path.exists():  # written whole, then renamed: another slot may read it at any moment
+            partial = path.with_name(f"{name}.{threading.get_ident()}.partial")
+            partial.write_bytes(self._export_rewritten(*request))
+            os.replace(partial, path)
         return name
 
     def start(self) -> None:
@@ -124,15 +143,16 @@ class ProcessRunner:
         """A loaded worker for this setup, and whether it was just started (it holds no builds)."""
         worker, started = (self.pool.fresh(setup), True) if fresh else self.pool.get(setup)
         if started:
-            loaded = worker.request(p.Load(str(self.folder)), self.startup_deadline_s)
-            if not isinstance(loaded, p.Loaded):
-                raise UserError(f"worker could not load the program: {_why(loaded)}")
-            if not loaded.has_reference:
-                self._prepare_reference(worker)
+            with self._loading:  # the first worker of any slot writes the reference files the others load
+                loaded = worker.request(p.Load(str(self.folder)), self.startup_deadline_s)
+                if not isinstance(loaded, p.Loaded):
+                    raise UserError(f"worker could not load the program: {_why(loaded)}")
+                if not loaded.has_reference:
+                    self._prepare_reference(worker)
         return worker, started
 
     def pids(self) -> list[int]:
-        return self.pool.pids()
+        return [pid for runner in (self, *self._siblings) for pid in runner.pool.pids()]
 
     def discard(self, candidate: Candidate) -> None:
         self.pool.discard(candidate.process)
@@ -158,8 +178,12 @@ class ProcessRunner:
 
     def _compile(self, worker: WorkerProcess, id: str, candidate: Candidate,
                  is_default: bool = False) -> p.Compiled | p.Failed:
-        reply = worker.request(p.Compile(id, self.program_file(candidate), dict(candidate.compile_options),
-                                         is_default, candidate.layout), self.compile_deadline_s)
+        request = p.Compile(id, self.program_file(candidate), dict(candidate.compile_options), is_default,
+                            candidate.layout)
+        with holding(self.measure_lock, shared=True):  # beside other compiles, never during a timing
+            _log_timing("compile-start", self.node, id)
+            reply = worker.request(request, self.compile_deadline_s)
+            _log_timing("compile-end", self.node, id)
         if isinstance(reply, p.Compiled) and candidate.process:
             # Same machine code in another process setup is another candidate.
             setup = json.dumps(candidate.process.to_json(), sort_keys=True).encode()
@@ -203,20 +227,22 @@ class ProcessRunner:
         def timed() -> p.Reply:
             start = time.perf_counter()
             worker = self._worker(candidate.process)
-            prepared = worker.request(p.Prepare(id, tolerance, timing), self.measure_deadline_s)
-            if not isinstance(prepared, p.Prepared):
-                return prepared
-            reference, reference_inner = self._reference(timing)
+            reference, reference_inner = self._reference(timing)  # may compile: before the lock is held
             deadline = self.measure_deadline_s
-
-            def mine() -> float:
-                return _sampled(worker.request(p.Sample(id, prepared.inner), deadline), id)
-
-            def theirs() -> float:
-                return _sampled(reference.request(p.Sample(REFERENCE_ID, reference_inner), deadline), "the reference")
-
-            with holding(self.measure_lock):
+            with holding(self.measure_lock):  # verifying runs the build too: not beside another's timing
                 _log_timing("start", self.node, id)
+                prepared = worker.request(p.Prepare(id, tolerance, timing), deadline)
+                if not isinstance(prepared, p.Prepared):
+                    _log_timing("end", self.node, id)
+                    return prepared
+
+                def mine() -> float:
+                    return _sampled(worker.request(p.Sample(id, prepared.inner), deadline), id)
+
+                def theirs() -> float:
+                    return _sampled(reference.request(p.Sample(REFERENCE_ID, reference_inner), deadline),
+                                    "the reference")
+
                 pairs = paired(mine, theirs, timing, race)
                 _log_timing("end", self.node, id)
             median, low, high = median_ci(list(pairs.samples), seed=timing.seed)
@@ -232,7 +258,8 @@ class ProcessRunner:
         if self._reference_in is None or self._reference_in[0] is not worker:
             built = self._compile(worker, REFERENCE_ID, Candidate(), is_default=True)
             if isinstance(built, p.Failed):
-                raise WorkerFailure(TrialStatus.RUN_ERROR, f"the reference (the default) did not rebuild: {_why(built)}")
+                raise WorkerFailure(TrialStatus.RUN_ERROR,
+                                    f"the reference (the default) did not rebuild: {_why(built)}")
             with holding(self.measure_lock):
                 calibrated = worker.request(p.Calibrate(REFERENCE_ID, timing), self.measure_deadline_s)
             if not isinstance(calibrated, p.Calibrated):
@@ -333,7 +360,8 @@ class ProcessRunner:
         return samples
 
     def close(self) -> None:
-        self.pool.close()
+        for runner in (self, *self._siblings):
+            runner.pool.close()
 
 
 @dataclass

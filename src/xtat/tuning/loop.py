@@ -4,6 +4,7 @@ that decide which stages' decisions it searches, around which base config."""
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +20,7 @@ from xtat.stages.base import Context, concretize
 from xtat.store.base import Storage
 from xtat.store.records import Trial
 from xtat.tuning.context import RunContext
-from xtat.tuning.measure import measure, search_speedup
+from xtat.tuning.measure import Spent, measure, search_speedup
 from xtat.tuning.result import TrialEvent
 from xtat.tuning.settings import Formulation, TuneSettings
 
@@ -43,8 +44,10 @@ class SearchLoop:
         self.learn_from = learn_from  # other stores a strategy that learns across workloads trains on
         self.space = Space(())
         self.considered = self.new_trials = 0
-        self.used_s = 0.0  # time spent on the trials considered so far, resumed ones included
-        self.worker_s = 0.0
+        self.resumed_s = 0.0  # the recorded time of the resumed trials considered
+        self._started = time.perf_counter()
+        self.compile_s = 0.0  # compiling new trials, summed over the slots (they compile side by side)
+        self.timing_s = 0.0  # verifying and timing new trials (one at a time)
         self.best_s: float | None = None
         self.default: Trial | None = None  # the default's trial, once recorded
         self.keys: set[str] = set()  # configs considered in this run
@@ -59,6 +62,12 @@ class SearchLoop:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+    @property
+    def used_s(self) -> float:
+        """What the --time budget counts: this run's wall time so far (its slots measure side by side),
+        and the recorded time of the trials it resumed, so a resumed run stops where the whole would have."""
+        return self.resumed_s + time.perf_counter() - self._started
 
     def exhausted(self, pending: int = 0) -> bool:
         s = self.settings
@@ -151,7 +160,7 @@ class SearchLoop:
         pending.running[future] = config
         return True
 
-    def _measure_in_a_slot(self, config: Config, candidate, key: str, trial_id: int) -> tuple[Trial, float]:
+    def _measure_in_a_slot(self, config: Config, candidate, key: str, trial_id: int) -> tuple[Trial, Spent]:
         slot = self._free.get()
         try:
             return measure(replace(self.context, runner=slot), config, candidate, key, trial_id)
@@ -167,7 +176,8 @@ class SearchLoop:
             for future in done:
                 config = pending.running.pop(future)
                 trial, spent = future.result()
-                self.worker_s += spent
+                self.compile_s += spent.compile_s
+                self.timing_s += spent.timing_s
                 self.new_trials += 1
                 finished.append((config, self.record(config, trial, resumed=False)))
             for key, config in list(pending.awaited.items()):
@@ -184,7 +194,8 @@ class SearchLoop:
         """Count a config's result in this run and report it."""
         self.considered += 1
         self.keys.add(trial.config_key)
-        self.used_s += trial.spent_s or 0.0
+        if resumed:
+            self.resumed_s += trial.spent_s or 0.0
         if not config:
             if trial.status != "ok":
                 raise UserError(f"the workload fails under the default compile: {trial.status}: {trial.error}")

@@ -4,6 +4,7 @@ the incumbent) in a worker; always leaves a final status in the store."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from xtat.candidate import Candidate
 from xtat.errors import UserError
@@ -16,7 +17,16 @@ from xtat.store.records import Trial
 from xtat.tuning.context import RunContext
 
 
-def measure(run: RunContext, config: Config, candidate: Candidate, key: str, trial_id: int) -> tuple[Trial, float]:
+@dataclass(frozen=True)
+class Spent:
+    """What measuring one config took here: compiling (0 when the worker had the build cached), and
+    verifying and timing it (waiting for the measuring lock included)."""
+
+    compile_s: float = 0.0
+    timing_s: float = 0.0
+
+
+def measure(run: RunContext, config: Config, candidate: Candidate, key: str, trial_id: int) -> tuple[Trial, Spent]:
     """Compile, deduplicate, verify and time one config, claimed as `trial_id`, in `run.runner`;
     always leaves a final status, with the machine that measured it."""
     store, runner, workload_id, settings = run.store, run.runner, run.workload_id, run.settings
@@ -36,10 +46,10 @@ def measure(run: RunContext, config: Config, candidate: Candidate, key: str, tri
     try:
         built = runner.build(cid, candidate, is_default=is_default)
     except UserError as exc:  # the program stage could not rewrite this config
-        return finish(TrialStatus.COMPILE_ERROR, error=str(exc)), 0.0
+        return finish(TrialStatus.COMPILE_ERROR, error=str(exc)), Spent()
     if isinstance(built, Failed):
-        return finish(built.status, error=built.error), 0.0
-    spent = 0.0 if built.cached else built.compile_s
+        return finish(built.status, error=built.error), Spent()
+    spent = Spent(0.0 if built.cached else built.compile_s)
     metrics = dict(built.metrics)
     same = store.measured_with_hash(workload_id, built.exe_hash, trial_id)
     if same is not None:
@@ -63,7 +73,7 @@ def measure(run: RunContext, config: Config, candidate: Candidate, key: str, tri
         return finish(timed.status, error=timed.error, compile_s=built.compile_s, exe_hash=built.exe_hash,
                       max_abs_err=check.max_abs_err if check else None,
                       max_rel_err=check.max_rel_err if check else None, metrics=metrics), spent
-    spent += timed.measure_s
+    spent = Spent(spent.compile_s, timed.measure_s)
     default = None if is_default else store.trial(workload_id, config_key({}))
     if default is not None and default.median_s and timed.median_s * settings.impossible_speedup < default.median_s:
         return finish(TrialStatus.WRONG_RESULT, compile_s=built.compile_s, exe_hash=built.exe_hash, median_s=None,

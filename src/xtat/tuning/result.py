@@ -31,6 +31,22 @@ class TrialEvent:
 
 
 @dataclass(frozen=True)
+class TimeSplit:
+    """Where a run's wall time went."""
+
+    search_s: float = 0.0  # the search loop, from the default's measurement to its last trial
+    compile_s: float = 0.0  # compiling new candidates, summed over the compile slots (side by side)
+    timing_s: float = 0.0  # verifying and timing them, one at a time (waits for the measuring lock included)
+    decide_s: float = 0.0  # re-measuring the finalists side by side, re-verifying and confirming the winner
+    wall_s: float = 0.0  # the whole call: capture, the default's start, search and decision
+
+    def describe(self) -> str:
+        other = max(0.0, self.wall_s - self.search_s - self.decide_s)
+        return (f"search {self.search_s:.0f} s (compiling {self.compile_s:.0f} s over its slots, verifying and "
+                f"timing {self.timing_s:.0f} s), deciding {self.decide_s:.0f} s, other {other:.0f} s")
+
+
+@dataclass(frozen=True)
 class Finalist:
     """A config re-measured side by side with the default after the search; the one that went on
     to confirmation carries its confirmed figures, and the side-by-side ones as `search_*`."""
@@ -86,7 +102,7 @@ class TuneResult:
     new_trials: int
     message: str
     wall_s: float
-    worker_s: float
+    time_split: TimeSplit
     db: str
     finalists: tuple[Finalist, ...] = ()  # fastest side-by-side speedup first
     no_ops: list[str] = field(default_factory=list)  # decisions that never changed the executable
@@ -113,6 +129,8 @@ class TuneResult:
             value = getattr(self, f.name)
             if f.name == "finalists":
                 value = [finalist.to_json() for finalist in value]
+            elif f.name == "time_split":
+                value = asdict(value)
             elif f.name in ("confirmation", "search_load"):
                 value = value.to_json() if value is not None else {}
             elif f.name == "history":

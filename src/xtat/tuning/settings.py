@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -92,6 +93,9 @@ class TuneSettings:
     # (workers on a Ray cluster, `runner.ray`), and by how many workers at once.
     executor: str = "local"
     workers: int = 1
+    # Local compile slots (`runner.process.ProcessRunner.slots`): candidates compiled side by side, never
+    # while one is timed. None: one per CPU core this process may use, at most 4.
+    compile_slots: int | None = None
     # A trial claimed in the store is this tuner's for this long unless its heartbeat renews it.
     lease_s: float = 60.0
 
@@ -132,6 +136,8 @@ class TuneSettings:
                             "local one) or ray:ADDRESS (e.g. ray:10.0.0.5:6379)")
         if self.executor == "local" and self.workers > 1:
             raise UserError("--workers above 1 needs --executor ray: one machine times one candidate at a time")
+        if self.compile_slots is not None and self.compile_slots < 1:
+            raise UserError("compile_slots must be at least 1 (or None: one per core)")
         if self.lease_s <= 0:
             raise UserError("lease_s must be positive")
 
@@ -148,6 +154,12 @@ class TuneSettings:
     def timing(self) -> TimingPolicy:
         return TimingPolicy(min_sample_s=self.min_sample_s, samples=self.samples,
                             contender_pairs=self.contender_pairs, seed=self.seed)
+
+    @property
+    def local_compile_slots(self) -> int:
+        if self.compile_slots is not None:
+            return self.compile_slots
+        return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
     @property
     def tolerance(self) -> Tolerance:

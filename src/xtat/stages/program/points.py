@@ -83,7 +83,7 @@ class Point:
     default: object
     producer: int = -1  # barriers only
     operand: int = -1  # barriers only: the consumer's operand that the edge feeds
-    size: int = 0  # barriers only: bytes of the edge, to rank them
+    size: int = 0  # barriers: bytes of the edge; dots: FLOPs (to rank them)
     reusing: bool = False  # barriers only: the consumer reads operand elements many times
 
 
@@ -238,7 +238,12 @@ def _dot_point(eqn: core.JaxprEqn, loc: str, i: int) -> Point | None:
         values.append(LAYOUT_RHS_T)
     if len(values) < 2:
         return None
-    return Point(DOT, f"{DOT}@{loc}:{short_aval(lhs)},{short_aval(rhs)}", i, tuple(values), LAYOUT_DEFAULT)
+    # Its share of the work, to offer the costliest dots first: 2 x the lhs elements x rhs's free elements.
+    lhs_shape, rhs_shape = getattr(lhs, "shape", ()), getattr(rhs, "shape", ())
+    rhs_free = math.prod(d for k, d in enumerate(rhs_shape) if k not in tuple(rc) and k not in tuple(rb))
+    flops = 2 * math.prod(lhs_shape) * rhs_free
+    return Point(DOT, f"{DOT}@{loc}:{short_aval(lhs)},{short_aval(rhs)}", i, tuple(values), LAYOUT_DEFAULT,
+                 size=int(flops))
 
 
 def _barrier_points(

@@ -67,10 +67,11 @@ def discover(
 ) -> list[Decision]:
     """Decision points of fn traced at these args (stage="program").
 
-    Order: knobs (in the order the code first reads them), then scans,
-    layouts and fusion barriers in program order. Barrier edges are ranked
-    (edges into data-reusing consumers such as gather first, then by the bytes
-    that cross them) and only the `max_barriers` first are kept.
+    Order: knobs (in the order the code first reads them), then scans in
+    program order, dot layouts by FLOPs (costliest first), then fusion
+    barriers, ranked (edges into data-reusing consumers such as gather first,
+    then by the bytes that cross them), of which only the `max_barriers` first
+    are kept.
 
     `knobs` ({name: value}) traces the program those knob values produce, for
     a staged search that freezes knobs before tuning the rest; by default the
@@ -91,10 +92,10 @@ def discover(
     # Edges into data-reusing consumers first, then by size; sorted() is stable, so ties keep program order.
     barriers = sorted((p for p in points if p.kind == pts.BARRIER),
                       key=lambda p: (not p.reusing, -p.size))[:max_barriers]
-    kept = {p.id for p in barriers}
-    decisions += [
-        Decision(STAGE, p.id, p.values, p.default) for p in points if p.kind != pts.BARRIER or p.id in kept
-    ]
+    # Dots by their FLOPs, costliest first (their share of the run time: the ones worth a compile first).
+    dots = sorted((p for p in points if p.kind == pts.DOT), key=lambda p: -p.size)
+    scans = [p for p in points if p.kind not in (pts.BARRIER, pts.DOT)]
+    decisions += [Decision(STAGE, p.id, p.values, p.default) for p in (*scans, *dots, *barriers)]
     return decisions
 
 
