@@ -14,8 +14,9 @@ Each decision is measured in a fresh process of its own that builds two executab
 default and the decision, both with `jax.jit(fn, compiler_options=...)` as `xtat.jit` deploys:
 `--rounds` interleaved rounds in a new random order each (`runner.timing.interleaved`), the
 figure the median per-round ratio time(default) / time(decision) with its exact 95% interval
-(`runner.timing.speedup_ci`). A decision whose outputs differ from the default's (beyond
-rtol 1e-5) is reported and never part of the ceiling. Then the best `--top` decisions whose
+(`runner.timing.speedup_ci`). A decision whose outputs fail the tuner's own check against the
+default's (`runner.verify`, its budget calibrated on one-ulp-perturbed inputs) is reported and
+never part of the ceiling. Then the best `--top` decisions whose
 interval lies above 1 are measured together, in pairs and all at once. The ceiling is the
 best speedup among those whose interval lies above 1; "1.000x" when none does.
 """
@@ -71,7 +72,6 @@ def merged(options: list[dict]) -> dict:
 def pair(target: str, options: dict, rounds: int, min_batch_s: float) -> dict:
     """The default and one set of options in this process: their speedup, and whether outputs agree."""
     import jax
-    import numpy as np
 
     from xtat.runner.timing import interleaved, speedup_ci
     from xtat.targets import load_target
@@ -80,15 +80,35 @@ def pair(target: str, options: dict, rounds: int, min_batch_s: float) -> dict:
     args, kwargs = workload.args, workload.kwargs or {}
     builds = {"default": jax.jit(workload.fn, **workload.jit_options),
               "decision": jax.jit(workload.fn, **workload.jit_options, compiler_options=options)}
-    outputs = {label: [np.asarray(x) for x in jax.tree.leaves(jax.block_until_ready(call(*args, **kwargs)))]
-               for label, call in builds.items()}
-    same = all(a.shape == b.shape and np.allclose(a, b, rtol=1e-5, atol=1e-7, equal_nan=True)
-               for a, b in zip(outputs["default"], outputs["decision"], strict=True))
+    same = verified(builds["default"], builds["decision"], args, kwargs)
     times = interleaved({label: (lambda c=call: jax.block_until_ready(c(*args, **kwargs)))
                          for label, call in builds.items()}, rounds, min_sample_s=min_batch_s,
                         seed=int.from_bytes(os.urandom(4), "little"))
     ratio, low, high = speedup_ci(times["default"], times["decision"])
     return {"speedup": ratio, "low": low, "high": high, "same_outputs": same}
+
+
+def verified(default, decision, args: tuple, kwargs: dict) -> bool:
+    """Whether the decision's outputs pass the tuner's own check against the default's: the policy of
+    `runner.verify` with the budget calibrated on one-ulp-perturbed inputs, as a worker calibrates it."""
+    import jax
+    import numpy as np
+
+    from xtat.runner.verify import CALIBRATION_RUNS, Tolerance, calibrate, compare, perturbed
+
+    leaves, tree = jax.tree.flatten((args, kwargs))
+
+    def outputs(call, inputs: list) -> list:
+        a, k = jax.tree.unflatten(tree, inputs)
+        return [np.asarray(x) for x in jax.tree.leaves(jax.block_until_ready(call(*a, **k)))]
+
+    def moved(seed: int) -> list:
+        return [perturbed([np.asarray(x)], seed)[0] if hasattr(x, "dtype") and jax.numpy.issubdtype(
+            x.dtype, jax.numpy.floating) else x for x in leaves]
+
+    reference = outputs(default, leaves)
+    runs = [compare(outputs(default, moved(seed)), reference, Tolerance()) for seed in range(CALIBRATION_RUNS)]
+    return compare(outputs(decision, leaves), reference, Tolerance(), calibrate(runs, len(reference))).ok
 
 
 def measure_in_a_fresh_process(target: str, options: dict, rounds: int, min_batch_s: float) -> dict:
