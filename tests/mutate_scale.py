@@ -33,8 +33,8 @@ M = [
     Mutation("no retry after a lost node", "src/xtat/runner/ray.py",
              "            replacement = self.pool.survivor(self.actor)", "            replacement = None",
              SCALE + " -k ray"),
-    Mutation("the host lock not taken", "src/xtat/runner/host_lock.py", "        fcntl.flock(fd, fcntl.LOCK_EX)",
-             "        pass", SCALE + " -k measuring_lock"),
+    Mutation("the host lock not taken", "src/xtat/runner/host_lock.py", "            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)",
+             "            pass", SCALE + " -k measuring_lock"),
 ]
 
 sys.exit(check(M))

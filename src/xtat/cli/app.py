@@ -82,6 +82,9 @@ def tune(
                                  "ray:ADDRESS (a Ray cluster whose nodes offer an xtat_device resource)."),
     workers: int = typer.Option(1, "--workers", help="Candidates measured at once (with --executor ray): "
                                 "one per xtat_device unit of the cluster."),
+    compile_slots: int = typer.Option(1, "--compile-slots", help="Candidates compiled side by side on this "
+                                      "machine, never while one is timed (e.g. one per core); with more than "
+                                      "one a resumed run may ask other configs than the interrupted one."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
@@ -101,7 +104,8 @@ def tune(
                                    stages=names(stages),
                                    formulation=formulation, strategy=strategy,
                                    objectives=names(objectives), learn_from=tuple(map(str, learn_from or ())),
-                                   adopt_under_load=adopt_under_load, executor=executor, workers=workers)
+                                   adopt_under_load=adopt_under_load, executor=executor, workers=workers,
+                                   compile_slots=compile_slots)
     except UserError as exc:
         _fail(str(exc))
     failures = 0

@@ -93,12 +93,16 @@ def _decisions(config: Config) -> set[str]:
     return {kind(stage, id) for stage, values in config.items() for id in values}
 
 
-def counted(stores: Iterable[Storage]) -> WinCounts:
-    """Win counts of every workload in `stores` (see the module's doc)."""
+def counted(stores: Iterable[Storage], excluding: str | None = None) -> WinCounts:
+    """Win counts of every workload in `stores` (see the module's doc) but the one whose fingerprint
+    is `excluding`: a run learns from other programs, and its own trials must not reorder its own
+    search (a resumed run asks what the whole run would have asked)."""
     wins: Counter[str] = Counter()
     tries: Counter[str] = Counter()
     for store in stores:
         for workload in store.workloads():
+            if workload.fingerprint == excluding:
+                continue
             tried: set[str] = set()
             won: set[str] = set()
             for trial in store.trials(workload.id):

@@ -74,7 +74,7 @@ def open_runner(captured: Capture, settings: TuneSettings, *, verify_inputs: boo
                       captured.verify_inputs if verify_inputs else None, rewritten_exporter(captured),
                       settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s,
                       host_locks(platform, device), device, captured.dims, bool(captured.marks),
-                      settings.local_compile_slots)
+                      settings.compile_slots)
     try:
         yield runner
     finally:

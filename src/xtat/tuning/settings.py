@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -94,8 +93,9 @@ class TuneSettings:
     executor: str = "local"
     workers: int = 1
     # Local compile slots (`runner.process.ProcessRunner.slots`): candidates compiled side by side, never
-    # while one is timed. None: one per CPU core this process may use, at most 4.
-    compile_slots: int | None = None
+    # while one is timed. With more than one, the strategy is asked ahead of results, so a resumed run
+    # may ask other configs than the interrupted one would have: one by default (`--compile-slots`).
+    compile_slots: int = 1
     # A trial claimed in the store is this tuner's for this long unless its heartbeat renews it.
     lease_s: float = 60.0
 
@@ -136,8 +136,8 @@ class TuneSettings:
                             "local one) or ray:ADDRESS (e.g. ray:10.0.0.5:6379)")
         if self.executor == "local" and self.workers > 1:
             raise UserError("--workers above 1 needs --executor ray: one machine times one candidate at a time")
-        if self.compile_slots is not None and self.compile_slots < 1:
-            raise UserError("compile_slots must be at least 1 (or None: one per core)")
+        if self.compile_slots < 1:
+            raise UserError("--compile-slots must be at least 1")
         if self.lease_s <= 0:
             raise UserError("lease_s must be positive")
 
@@ -154,12 +154,6 @@ class TuneSettings:
     def timing(self) -> TimingPolicy:
         return TimingPolicy(min_sample_s=self.min_sample_s, samples=self.samples,
                             contender_pairs=self.contender_pairs, seed=self.seed)
-
-    @property
-    def local_compile_slots(self) -> int:
-        if self.compile_slots is not None:
-            return self.compile_slots
-        return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
     @property
     def tolerance(self) -> Tolerance:

@@ -69,9 +69,9 @@ def discover(
 
     Order: knobs (in the order the code first reads them), then scans in
     program order, dot layouts by FLOPs (costliest first), then fusion
-    barriers, ranked (edges into data-reusing consumers such as gather first,
-    then by the bytes that cross them), of which only the `max_barriers` first
-    are kept.
+    barriers in program order. Barrier edges are ranked (edges into
+    data-reusing consumers such as gather first, then by the bytes that cross
+    them) and only the `max_barriers` first are kept.
 
     `knobs` ({name: value}) traces the program those knob values produce, for
     a staged search that freezes knobs before tuning the rest; by default the
@@ -95,7 +95,8 @@ def discover(
     # Dots by their FLOPs, costliest first (their share of the run time: the ones worth a compile first).
     dots = sorted((p for p in points if p.kind == pts.DOT), key=lambda p: -p.size)
     scans = [p for p in points if p.kind not in (pts.BARRIER, pts.DOT)]
-    decisions += [Decision(STAGE, p.id, p.values, p.default) for p in (*scans, *dots, *barriers)]
+    kept = [p for p in points if p.kind == pts.BARRIER and p.id in {b.id for b in barriers}]  # in program order
+    decisions += [Decision(STAGE, p.id, p.values, p.default) for p in (*scans, *dots, *kept)]
     return decisions
 
 
