@@ -100,7 +100,8 @@ def verified(default, decision, args: tuple, kwargs: dict) -> bool:
 
     def outputs(call, inputs: list) -> list:
         a, k = jax.tree.unflatten(tree, inputs)
-        return [np.asarray(x) for x in jax.tree.leaves(jax.block_until_ready(call(*a, **k)))]
+        return [np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
+                for x in jax.tree.leaves(jax.block_until_ready(call(*a, **k)))]  # typed keys compared as their data
 
     def moved(seed: int) -> list:
         return [perturbed([np.asarray(x)], seed)[0] if hasattr(x, "dtype") and jax.numpy.issubdtype(
