@@ -17,7 +17,8 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -180,10 +181,8 @@ class ProcessRunner:
                  is_default: bool = False) -> p.Compiled | p.Failed:
         request = p.Compile(id, self.program_file(candidate), dict(candidate.compile_options), is_default,
                             candidate.layout)
-        with holding(self.measure_lock, shared=True):  # beside other compiles, never during a timing
-            _log_timing("compile-start", self.node, id)
+        with holding(self.measure_lock, shared=True), _timing(self.node, id, "compile-"):  # never during a timing
             reply = worker.request(request, self.compile_deadline_s)
-            _log_timing("compile-end", self.node, id)
         if isinstance(reply, p.Compiled) and candidate.process:
             # Same machine code in another process setup is another candidate.
             setup = json.dumps(candidate.process.to_json(), sort_keys=True).encode()
@@ -216,11 +215,8 @@ class ProcessRunner:
         if is_default:
             def alone() -> p.Reply:
                 worker = self._worker(candidate.process)  # started and loaded before the lock is taken
-                with holding(self.measure_lock):
-                    _log_timing("start", self.node, id)
-                    reply = worker.request(p.Measure(id, tolerance, timing, is_default), self.measure_deadline_s)
-                    _log_timing("end", self.node, id)
-                    return reply
+                with holding(self.measure_lock), _timing(self.node, id):
+                    return worker.request(p.Measure(id, tolerance, timing, is_default), self.measure_deadline_s)
 
             return self._guarded(candidate, alone)  # type: ignore[return-value]
 
@@ -229,11 +225,9 @@ class ProcessRunner:
             worker = self._worker(candidate.process)
             reference, reference_inner = self._reference(timing)  # may compile: before the lock is held
             deadline = self.measure_deadline_s
-            with holding(self.measure_lock):  # verifying runs the build too: not beside another's timing
-                _log_timing("start", self.node, id)
+            with holding(self.measure_lock), _timing(self.node, id):  # verifying runs the build too
                 prepared = worker.request(p.Prepare(id, tolerance, timing), deadline)
                 if not isinstance(prepared, p.Prepared):
-                    _log_timing("end", self.node, id)
                     return prepared
 
                 def mine() -> float:
@@ -244,7 +238,6 @@ class ProcessRunner:
                                     "the reference")
 
                 pairs = paired(mine, theirs, timing, race)
-                _log_timing("end", self.node, id)
             median, low, high = median_ci(list(pairs.samples), seed=timing.seed)
             return p.Timed(pairs.samples, prepared.inner, median, (low, high), time.perf_counter() - start,
                            pairs.raced, prepared.check, pairs.reference)
@@ -390,6 +383,14 @@ def _sampled(reply: p.Reply, what: str) -> float:
     if not isinstance(reply, p.Sampled):
         raise WorkerFailure(TrialStatus.RUN_ERROR, f"timing {what} failed: {_why(reply)}")
     return reply.seconds
+
+
+@contextmanager
+def _timing(node: str, id: str, kind: str = "") -> Iterator[None]:
+    """TEST-ONLY log (`_log_timing`) of a span: its start, and its end unless it raised."""
+    _log_timing(f"{kind}start", node, id)
+    yield
+    _log_timing(f"{kind}end", node, id)
 
 
 def _log_timing(event: str, node: str, id: str) -> None:
