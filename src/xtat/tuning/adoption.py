@@ -13,9 +13,10 @@ from xtat.runner.protocol import Failed
 from xtat.space.space import config_id
 from xtat.stages.base import concretize
 from xtat.status import TrialStatus
+from xtat.store.records import Trial
 from xtat.tuning.confirmation import Confirmation, Verdict, confirm
 from xtat.tuning.context import RunContext
-from xtat.tuning.measure import search_speedup
+from xtat.tuning.measure import Figure, retime, search_speedup
 from xtat.tuning.result import Finalist
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
@@ -52,23 +53,20 @@ class Adoption:
 def finalize(run: RunContext) -> tuple[Adoption, float]:
     """Re-measure the top finalists interleaved with the default in fresh workers; adopt or not."""
     captured, store, runner, settings, stages = run.captured, run.store, run.runner, run.settings, list(run.stages)
+    start = time.perf_counter()
     trials = store.trials(run.workload_id)
     default = next((t for t in trials if not t.config and t.status == TrialStatus.OK), None)
     assert default is not None and default.median_s is not None
-    candidates, seen = [], {default.exe_hash}
-    # Finalists: the fastest by the search's paired speedup whose interval clears the tie margin's
-    # floor (1): a tie or a slower config would only spend the confirmation's time. A raced trial
-    # stopped as soon as it was known slower than the incumbent.
-    ranked = sorted(((speedup, t) for t in trials if t.config and t.status == TrialStatus.OK and not t.raced
-                     and (speedup := search_speedup(t, default)) is not None), key=lambda pair: -pair[0])
-    for speedup, t in ranked:
-        low = t.speedup_low if t.speedup_low is not None else speedup
-        if t.exe_hash in seen or speedup <= 1.0 + settings.tie_margin or low <= 1.0:
-            continue
-        seen.add(t.exe_hash)
-        candidates.append(t)
-        if len(candidates) == settings.finalists:
-            break
+    # Finalists: the fastest whose paired speedup's interval clears the tie margin's floor (1): a
+    # tie or a slower config would only spend the confirmation's time. The shortlist, two more than
+    # the finalists, by the search's figures, is timed again (`retime`), and the finalists are
+    # chosen on those fresh figures alone. A raced trial (stopped once known slower than the
+    # incumbent) may be shortlisted on its partial figure: its incumbent may have been a phantom.
+    searched = [(t, Figure(speedup, t.speedup_low or speedup, t.speedup_high or speedup)) for t in trials
+                if t.config and t.status == TrialStatus.OK and (speedup := search_speedup(t, default)) is not None]
+    shortlist = promising(searched, default, settings, settings.finalists + 2)
+    retimed = [(t, fresh) for t, fresh in (retime(run, t) for t, _ in shortlist) if fresh is not None]
+    candidates = [t for t, _ in promising(retimed, default, settings, settings.finalists)]
     default_ms = default.median_s * 1e3
     default_ci_ms = (default.ci_low_s * 1e3, default.ci_high_s * 1e3)  # type: ignore[operator]
 
@@ -79,9 +77,8 @@ def finalize(run: RunContext) -> tuple[Adoption, float]:
     if not candidates:
         message = ("no significant improvement: no candidate was faster than the default beyond the tie margin "
                    "in the search's paired timing: the default stays")
-        return decided(False, message), 0.0
+        return decided(False, message), time.perf_counter() - start
 
-    start = time.perf_counter()
     try:
         result = side_by_side(runner, stages, {str(t.id): t.config for t in candidates}, settings)
     except WorkerFailure as failure:
@@ -130,6 +127,22 @@ def finalize(run: RunContext) -> tuple[Adoption, float]:
         message = "no significant improvement"
     message += ": the default stays"
     return decided(False, message, measured[0] if measured else None, tuple(measured)), spent
+
+
+def promising(figures: list[tuple[Trial, Figure]], default: Trial, settings: TuneSettings,
+              count: int) -> list[tuple[Trial, Figure]]:
+    """The `count` fastest configs by their figure, one per executable, each faster than the default
+    beyond the tie margin with its interval's lower bound above 1."""
+    chosen: list[tuple[Trial, Figure]] = []
+    seen = {default.exe_hash}
+    for t, figure in sorted(figures, key=lambda pair: -pair[1].speedup):
+        if t.exe_hash in seen or figure.speedup <= 1.0 + settings.tie_margin or figure.low <= 1.0:
+            continue
+        seen.add(t.exe_hash)
+        chosen.append((t, figure))
+        if len(chosen) == count:
+            break
+    return chosen
 
 
 def deployment_note(candidate: Candidate) -> str:

@@ -4,14 +4,15 @@ the incumbent) in a worker; always leaves a final status in the store."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xtat.candidate import Candidate
 from xtat.errors import UserError
 from xtat.runner.base import DEFAULT_ID
 from xtat.runner.protocol import Failed
-from xtat.runner.timing import Race, speedup_ci
+from xtat.runner.timing import Race, median_ci, speedup_ci
 from xtat.space.space import Config, config_id, config_key
+from xtat.stages.base import concretize
 from xtat.status import TrialStatus
 from xtat.store.records import Trial
 from xtat.tuning.context import RunContext
@@ -92,10 +93,53 @@ def measure(run: RunContext, config: Config, candidate: Candidate, key: str, tri
 
 
 def race_incumbent(trials: list[Trial]) -> float:
-    """What a candidate races against: the best paired speedup over the default of a fully timed
-    trial (1 while the default is the best)."""
-    return max((t.speedup for t in trials if t.status == TrialStatus.OK and t.speedup is not None and not t.raced),
-               default=1.0)
+    """What a candidate races against: the best lower bound of the paired speedup over the default
+    of a fully timed trial (1 while the default is the best). The lower bound, not the median: the
+    best median of many noisy figures overstates its trial (the winner's curse), and a candidate
+    raced out by a phantom is never timed in full again."""
+    return max((t.speedup_low if t.speedup_low is not None else t.speedup for t in trials
+                if t.status == TrialStatus.OK and t.speedup is not None and not t.raced), default=1.0)
+
+
+def retime(run: RunContext, trial: Trial) -> tuple[Trial, Figure | None]:
+    """A shortlisted trial timed again: a fresh block of `contender_pairs` pairs with the reference.
+    The shortlist is the fastest of many noisy figures, so each is biased up (the winner's curse,
+    or a block of pairs that fell in one lucky episode); a block taken after the choice is not, and
+    it alone ranks the finalists. The record keeps every pair: the block is added to the trial's.
+    Returns the trial as recorded now and the fresh block's figure: None when it was not timed
+    (recorded without pairs, or its rebuild failed: the finalists' re-measurement records that),
+    or when it now fails its check (demoted: it may never be chosen)."""
+    if trial.samples is None or trial.reference_samples is None:
+        return trial, None
+    store, runner, settings = run.store, run.runner, run.settings
+    cid, candidate = config_id(trial.config), concretize(run.stages, trial.config)
+    built = runner.build(cid, candidate)
+    if isinstance(built, Failed):
+        return trial, None
+    timing = replace(settings.timing, samples=settings.timing.contender_pairs)
+    timed = runner.measure(cid, candidate, settings.tolerance, timing)
+    runner.release(cid, candidate)
+    if isinstance(timed, Failed):
+        if timed.status is TrialStatus.WRONG_RESULT:
+            store.demote_trial(trial.id, f"failed its check when timed again: {timed.error}")
+        return store.trial(run.workload_id, trial.config_key) or trial, None
+    samples = [*trial.samples, *timed.samples]
+    reference = [*trial.reference_samples, *timed.reference]
+    median, low, high = median_ci(samples, seed=settings.seed)
+    speedup, s_low, s_high = speedup_ci(reference, samples, seed=settings.seed)
+    store.finish_trial(trial.id, TrialStatus.OK, median_s=median, ci_low_s=low, ci_high_s=high, samples=samples,
+                       reference_samples=reference, speedup=speedup, speedup_low=s_low, speedup_high=s_high)
+    fresh = Figure(*speedup_ci(list(timed.reference), list(timed.samples), seed=settings.seed))
+    return store.trial(run.workload_id, trial.config_key) or trial, fresh
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A paired speedup over the default with its 95% interval."""
+
+    speedup: float
+    low: float
+    high: float
 
 
 def search_speedup(trial: Trial, default: Trial | None) -> float | None:
