@@ -17,7 +17,8 @@ figure the median per-round ratio time(default) / time(decision) with its exact 
 (`runner.timing.speedup_ci`). A decision whose outputs fail the tuner's own check against the
 default's (`runner.verify`, its budget calibrated on one-ulp-perturbed inputs) is reported and
 never part of the ceiling. Then the best `--top` decisions whose
-interval lies above 1 are measured together, in pairs and all at once. The ceiling is the
+interval lies above 1 (the best value of each option: two values of one option do not combine) are
+measured together, in pairs and all at once. The ceiling is the
 best speedup among those whose interval lies above 1; "1.000x" when none does.
 """
 
@@ -56,6 +57,11 @@ def offered(target: str) -> dict[str, dict]:
             if value != decision.default:
                 decisions[f"codegen.{decision.id}={value}"] = {decision.id: value}
     return decisions
+
+
+def option_keys(name: str, decisions: dict[str, dict]) -> set[str]:
+    """The compiler options a decision sets, each disabled pass its own."""
+    return {f"{key}:{value}" if key == "xla_disable_hlo_passes" else key for key, value in decisions[name].items()}
 
 
 def merged(options: list[dict]) -> dict:
@@ -148,8 +154,13 @@ def main() -> None:
 
     for name, compiler_options in decisions.items():
         run(name, compiler_options)
-    winners = sorted((n for n, r in rows.items() if "error" not in r and r["same_outputs"] and r["low"] > 1.0),
-                     key=lambda n: -rows[n]["speedup"])[:options.top]
+    # The best value of each option, best first: two values of one option cannot be combined.
+    winners: list[str] = []
+    for name in sorted((n for n, r in rows.items() if "error" not in r and r["same_outputs"] and r["low"] > 1.0),
+                       key=lambda n: -rows[n]["speedup"]):
+        if len(winners) < options.top and not any(option_keys(name, decisions) & option_keys(w, decisions)
+                                                  for w in winners):
+            winners.append(name)
     for size in range(2, len(winners) + 1):
         for combo in itertools.combinations(winners, size):
             run(" + ".join(combo), merged([decisions[n] for n in combo]))
