@@ -1,5 +1,5 @@
-"""Mutation check of issue 30's tests (paired timing in the search, the search order and its prior,
-effort levels): each behaviour removed in turn must fail its tests.
+"""Mutation check of issue 30's tests (paired timing in the search, the shortlist timed again, the search
+order and its prior, effort levels): each behaviour removed in turn must fail its tests.
 
     .venv/bin/python tests/mutate_search.py [MUTATION ...]
 
@@ -35,6 +35,15 @@ M = [
     Mutation("a run's own trials reorder its search", "src/xtat/search/order.py",
              "            if workload.fingerprint == excluding:", "            if False:",
              LOOP + " -k rerun_measures_nothing_new"),
+    Mutation("finalists chosen on the search's figures", "src/xtat/tuning/adoption.py",
+             "promising(retimed, default, settings, settings.finalists)",
+             "promising(searched, default, settings, settings.finalists)", LOOP + " -k phantom"),
+    Mutation("a config failing when timed again kept", "src/xtat/tuning/measure.py",
+             "        if timed.status is TrialStatus.WRONG_RESULT:\n            store.demote_trial(",
+             "        if False:\n            store.demote_trial(", LOOP + " -k fails_its_check_when_timed_again"),
+    Mutation("the race against the incumbent's median", "src/xtat/tuning/measure.py",
+             "    return max((t.speedup_low if t.speedup_low is not None else t.speedup for t in trials",
+             "    return max((t.speedup for t in trials", LOOP + " -k surely_worth"),
     Mutation("effort ignored", "src/xtat/tuning/settings.py",
              "        return cls(**{**preset, **overrides})", "        return cls(**overrides)",
              STRATEGIES + " -k effort"),

@@ -124,6 +124,23 @@ def test_a_phantom_figure_from_one_lucky_block_is_timed_again_and_the_real_win_i
     assert 1.2 < result.speedup < 1.4
 
 
+def test_a_shortlisted_config_that_fails_its_check_when_timed_again_is_demoted(db):
+    # The 2x build computes the right answer while the search measures it (its first 18 calls of the
+    # fake: build, measure, the warm-up pair and 15 pairs), and a wrong one when timed again.
+    calls = [0]
+
+    def time_of(c: Candidate) -> float | TrialStatus:
+        if c.compile_options != {WIDTH: 512}:
+            return DEFAULT_S
+        calls[0] += 1
+        return DEFAULT_S / 2 if calls[0] <= 18 else TrialStatus.WRONG_RESULT
+
+    result = tune(db, FakeRunner(time_of), finalists=1)
+    demoted = next(t for t in trials(db) if t.config == {"codegen": {WIDTH: 512}})
+    assert demoted.status == TrialStatus.WRONG_RESULT and "timed again" in (demoted.error or "")
+    assert not result.adopted
+
+
 def test_a_config_with_the_default_executable_is_a_duplicate_and_a_no_op(db):
     runner = FakeRunner(lambda c: DEFAULT_S,
                         exe_of=lambda c: "same" if c.compile_options.get(WIDTH) else repr(c.compile_options))
