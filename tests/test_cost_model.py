@@ -279,7 +279,7 @@ def test_a_raced_trial_is_never_a_finalist_even_if_its_partial_median_is_fast(tm
                            raced=raced)
     captured = SimpleNamespace(name="w", fingerprint="fp")
     # No finalist means no worker is needed: the session is never touched.
-    adoption, _ = finalize(RunContext(store, None, captured, workload, run, TuneSettings(), (), "test"))  # type: ignore[arg-type]
+    adoption = finalize(RunContext(store, None, captured, workload, run, TuneSettings(), (), "test"))  # type: ignore[arg-type]
     assert adoption.finalists == () and not adoption.adopted
 
 

@@ -179,7 +179,7 @@ def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) ->
         recorded = TuneResult.from_decision(latest.detail["summary"], **call)
         result = replace(recorded, message=recorded.message + " (recorded)")
     else:
-        adoption, _ = finalize(run)
+        adoption = finalize(run)
         notes = [note for stage in searched for note in stage.notes()]
         notes += [f"{len(ids)} decision(s) inactive, they need {needs} which was not searchable "
                   f"then: {', '.join(ids[:3])}{' ...' if len(ids) > 3 else ''}"

@@ -4,7 +4,6 @@ tie margin."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 from xtat.candidate import Candidate
@@ -50,10 +49,10 @@ class Adoption:
         return self.best.speedup_ci if self.best else (1.0, 1.0)
 
 
-def finalize(run: RunContext) -> tuple[Adoption, float]:
-    """Re-measure the top finalists interleaved with the default in fresh workers; adopt or not."""
+def finalize(run: RunContext) -> Adoption:
+    """Time the shortlist again, re-measure the finalists interleaved with the default in fresh workers,
+    confirm the fastest; adopt or not."""
     captured, store, runner, settings, stages = run.captured, run.store, run.runner, run.settings, list(run.stages)
-    start = time.perf_counter()
     trials = store.trials(run.workload_id)
     default = next((t for t in trials if not t.config and t.status == TrialStatus.OK), None)
     assert default is not None and default.median_s is not None
@@ -77,16 +76,15 @@ def finalize(run: RunContext) -> tuple[Adoption, float]:
     if not candidates:
         message = ("no significant improvement: no candidate was faster than the default beyond the tie margin "
                    "in the search's paired timing: the default stays")
-        return decided(False, message), time.perf_counter() - start
+        return decided(False, message)
 
     try:
         result = side_by_side(runner, stages, {str(t.id): t.config for t in candidates}, settings)
     except WorkerFailure as failure:
         message = f"no significant improvement: finalist re-measurement failed ({failure.status}: {failure.error})"
-        return decided(False, message), time.perf_counter() - start
-    spent = time.perf_counter() - start
+        return decided(False, message)
     if result.default is None:
-        return decided(False, "no significant improvement: the default failed to rebuild"), spent
+        return decided(False, "no significant improvement: the default failed to rebuild")
 
     d = result.default
     default_ms, default_ci_ms = d.median_s * 1e3, (d.ci_s[0] * 1e3, d.ci_s[1] * 1e3)  # type: ignore[index, operator]
@@ -107,7 +105,6 @@ def finalize(run: RunContext) -> tuple[Adoption, float]:
                 continue
         # One confirmation per run: its error rate is the run's.
         confirmed = confirm(runner, candidate, config_id(finalist.config), settings)
-        spent = time.perf_counter() - start
         finalist = replace(finalist, search_speedup=finalist.speedup, search_speedup_ci=finalist.speedup_ci,
                            confirmation=confirmed)
         if confirmed.verdict is not Verdict.FAILED:
@@ -119,14 +116,14 @@ def finalize(run: RunContext) -> tuple[Adoption, float]:
         adopted, message = judge(confirmed, settings)
         if adopted:
             message += deployment_note(candidate)
-        return decided(adopted, message, finalist, tuple(measured)), spent
+        return decided(adopted, message, finalist, tuple(measured))
     demoted = sum(f.verified_on_second_inputs is False for f in measured)
     if demoted:
         message = f"no significant improvement: {demoted} faster finalist(s) failed re-verification and were demoted"
     else:
         message = "no significant improvement"
     message += ": the default stays"
-    return decided(False, message, measured[0] if measured else None, tuple(measured)), spent
+    return decided(False, message, measured[0] if measured else None, tuple(measured))
 
 
 def promising(figures: list[tuple[Trial, Figure]], default: Trial, settings: TuneSettings,
