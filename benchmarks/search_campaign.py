@@ -2,7 +2,7 @@
 tuning run, each with its adopted config, search, side-by-side, confirmed and delivered speedups.
 
     .venv/bin/python benchmarks/search_campaign.py TARGET... [--efforts quick,standard] [--no-ceiling] \
-        [--pairs 4] [--rounds 11] [--json OUT.json]
+        [--pairs 4] [--rounds 11] [--json OUT.json] [--keep FOLDER]
 
 TARGET names a workload as `xtat tune` does (examples/NAME.py:make, suite:gpt/inference, ...). Per target:
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import subprocess
 import sys
 import tempfile
@@ -76,13 +77,15 @@ def search_figures(db: Path, finalists: list[dict]) -> list[dict]:
     return rows
 
 
-def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds: int) -> dict:
+def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds: int, keep: Path | None) -> dict:
     sys.path.insert(0, str(HERE))
     from real_code import delivered  # benchmarks/real_code.py
 
     row: dict = {"target": target}
     with tempfile.TemporaryDirectory(prefix="xtat-campaign-") as scratch:
-        folder = Path(scratch)
+        # --keep: each run's store and the ceiling's rows stay, to read why a run chose what it did.
+        folder = Path(scratch) if keep is None else keep / re.sub(r"[^A-Za-z0-9_.-]+", "_", target)
+        folder.mkdir(parents=True, exist_ok=True)
         if with_ceiling:
             row.update(ceiling(target, folder))
         for effort in efforts:
@@ -154,11 +157,14 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=4, help="pairs of fresh processes for the delivered figure")
     parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds per pair")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--keep", type=Path, help="keep each program's stores and ceiling rows in FOLDER/PROGRAM/ "
+                        "(give a new FOLDER: a store left there is resumed)")
     options = parser.parse_args()
     efforts = options.efforts.split(",")
     rows = []
     for target in options.targets:
-        rows.append(one(target, efforts, not options.no_ceiling, options.pairs, options.rounds))
+        rows.append(one(target, efforts, not options.no_ceiling, options.pairs, options.rounds,
+                        options.keep))
         if options.json:
             options.json.write_text(json.dumps(rows, indent=1) + "\n")
     print(summary(rows, efforts))
