@@ -39,6 +39,8 @@ from tiny import (
     tiny_target,
 )
 from xtat.errors import UserError
+from xtat.runner import protocol
+from xtat.runner.pool import Pool
 from xtat.space.space import config_id, config_key
 from xtat.status import FINAL_STATUSES
 from xtat.tuner import TuneResult
@@ -196,6 +198,29 @@ def test_after_an_abort_the_next_candidate_runs_in_a_fresh_worker_and_times_as_w
     before = _rows(db)
     assert xtat.tune(tiny_chunked_mlp(), db=db, **timed).new_trials == 0  # the aborting config is not retried
     assert_nothing_lost(db, before, workers)
+
+
+def test_a_worker_started_from_a_thread_that_ends_stays_alive(tmp_path):
+    """Linux's parent-death signal follows the *thread* that started a child: workers started
+    from a tuning slot's thread were killed (SIGKILL, recorded as out-of-memory) when the search's
+    slot threads ended, and the finalists' re-timing found them dead (a flaky kill-and-resume run)."""
+    pool = Pool(tmp_path)
+    started: list = []
+
+    def start() -> None:
+        worker, _ = pool.get()
+        assert isinstance(worker.request(protocol.Release(()), 120), protocol.Done)  # its signal is set by now
+        started.append(worker)
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join()
+    try:
+        time.sleep(0.5)
+        assert started and started[0].alive(), started[0].process.returncode if started else "never started"
+        assert isinstance(started[0].request(protocol.Release(()), 60), protocol.Done)
+    finally:
+        pool.close()
 
 
 @pytest.mark.parametrize("phase, kind", [
@@ -358,7 +383,7 @@ def test_tuner_killed_then_resumed_keeps_finished_rows_reruns_the_in_flight_one_
     assert len(rows) == KILL_BUDGET
     if in_flight is not None:  # measured again, under its old row
         assert rows[in_flight][1] == "ok"
-    assert resumed["adopted"] and resumed["best_config"] == uninterrupted["best_config"]
+    assert resumed["adopted"] and resumed["best_config"] == uninterrupted["best_config"], resumed["message"]
     assert_nothing_lost(db, before, workers)
 
 

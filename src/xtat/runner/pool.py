@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from xtat.candidate import ProcessSetup
@@ -26,11 +27,16 @@ def _signal_name(number: int) -> str:
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _PARENT_VARIABLE = "XTAT_TUNER_PID"
+# Every worker is started from this one thread, which lives as long as the tuner. Linux sends the
+# parent-death signal when the *thread* that started a child exits, not its process: workers
+# started from a tuning slot's thread were killed (SIGKILL, read as out-of-memory) once the
+# search's slot threads ended, and the finalists' re-timing found them dead.
+_SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="xtat-worker-spawner")
 
 
 def die_with_parent() -> None:
     """Called by a worker at start-up: on Linux the kernel kills it (SIGKILL) when the
-    tuner dies, even by SIGKILL while the worker is mid-compile or hung, so no
+    tuner (the thread that started it: `_SPAWNER`) dies, even by SIGKILL while the worker is mid-compile or hung, so no
     orphan outlives its tuner. Elsewhere a worker notices only at its next read
     of the closed pipe. (Not in the parent's preexec_fn: forking a multithreaded
     JAX process and running Python code before exec can deadlock.)"""
@@ -59,14 +65,15 @@ class WorkerProcess:
             # jax takes 75% of a GPU's memory at start by default; several workers (and the tuner) share
             # the device, so each takes what it uses and gives it back when it is closed.
             base["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-        self.process = subprocess.Popen(
+        self.process = _SPAWNER.submit(
+            subprocess.Popen,
             [sys.executable, "-m", "xtat.runner.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
             env={**base, **setup.variables()},  # the worker enters its setup before jax starts
             start_new_session=True,  # its own process group, killed as one
-        )
+        ).result()
         self._buffer = b""
 
     @property
