@@ -276,6 +276,33 @@ def test_dot_layouts_keep_results_with_batch_dims():
         _assert_same(fn(a, b), jax.jit(rewritten)(a, b))
 
 
+def test_a_shape_class_of_dots_is_one_decision_before_its_dots_and_each_dot_overrides_it():
+    w1, w2, v = _rand((16, 16), 5), _rand((16, 16), 6), _rand((16, 8), 7)
+
+    def fn(x):  # two dots of one class (one inside a scan), and one of another
+        y = x @ w1
+        y = lax.scan(lambda c, _: (jnp.tanh(c @ w2), None), y, None, length=3)[0]
+        return y @ v
+
+    x = _rand((4, 16), 8)
+    dots = [d for d in discover(fn, (x,), max_barriers=0) if d.id.startswith("dot_general@")]
+    group = "dot_general@*:f32[4,16],f32[16,16]"
+    assert [d.id for d in dots][0] == group and len(dots) == 4  # the group first, then each of the three
+    assert dots[0].values == ("default", "lhs_t", "rhs_t")
+    members = [d.id for d in dots[1:] if d.id.endswith(":f32[4,16],f32[16,16]")]
+    assert len(members) == 2
+
+    def transposes(decisions):
+        return str(jax.make_jaxpr(rewrite(fn, decisions))(x)).count("transpose[")
+
+    assert transposes({}) == 0
+    assert transposes({group: "rhs_t"}) == 2  # both members, the nested one included
+    assert transposes({group: "rhs_t", members[0]: "default"}) == 1  # a dot's own decision wins
+    _assert_same(fn(x), jax.jit(rewrite(fn, {group: "lhs_t"}))(x))
+    with pytest.raises(UserError, match="not in this program"):
+        rewrite(fn, {"dot_general@*:f32[9,9],f32[9,9]": "rhs_t"})(x)
+
+
 def test_barriers_ranked_and_capped():
     def fn(x):
         s = jnp.sum(jnp.exp(x), axis=1)  # a small (reduced) edge follows

@@ -18,6 +18,10 @@ on object identity or variable names):
     layout     "dot_general@<loc>:<lhs aval>,<rhs aval>"   values: "default",
                "lhs_t", "rhs_t" (only operands with one contracting and one
                free axis besides batch axes, neither of size 1)
+    dot group  "dot_general@*:<lhs aval>,<rhs aval>"       every dot of that
+               shape class, wherever it is (offered when there are two or
+               more), at once; values: those all of them offer. A dot's own
+               layout decision, when also chosen, overrides its group's.
     barrier    "barrier@<prefix><p>><c>:<producer prim>><consumer prim>:<edge aval>"
                values: False (default), True. p, c: producer and consumer
                equations of one jaxpr; prefix is that jaxpr's location
@@ -48,6 +52,7 @@ SCAN_UNROLLS = (1, 2, 4, 8, 16)  # offered when < length
 FULL_UNROLL_MAX = 64  # full unroll (unroll=length) offered up to this length
 
 LAYOUT_DEFAULT, LAYOUT_LHS_T, LAYOUT_RHS_T = "default", "lhs_t", "rhs_t"
+EVERYWHERE = "*"  # the location of a group decision: every op of its class, at any depth
 
 # Ops XLA fuses into loop/reduction fusions: a barrier between two of them can
 # split a fusion. Layout-changing and data-movement ops are left out on purpose.
@@ -122,6 +127,29 @@ def id_location(decision_id: str) -> str | None:
         return None
     location, colon, _ = rest.partition(":")
     return location if colon and location else None
+
+
+def group_id(point: Point) -> str | None:
+    """The id of the group a dot belongs to (its shape class: every dot with the same operand avals),
+    None for other points."""
+    if point.kind != DOT:
+        return None
+    return f"{DOT}@{EVERYWHERE}:{point.id.partition(':')[2]}"
+
+
+def groups(points: list[Point]) -> list[Point]:
+    """One point per shape class of two or more dots: the values every member offers, its size their
+    FLOPs together; costliest first (stable: program order breaks ties)."""
+    members: dict[str, list[Point]] = {}
+    for point in points:
+        if (group := group_id(point)) is not None:
+            members.setdefault(group, []).append(point)
+    found = []
+    for group, dots in members.items():
+        values = tuple(v for v in dots[0].values if all(v in d.values for d in dots))
+        if len(dots) >= 2 and len(values) >= 2:
+            found.append(Point(DOT, group, -1, values, LAYOUT_DEFAULT, size=sum(d.size for d in dots)))
+    return sorted(found, key=lambda p: -p.size)
 
 
 def sub_jaxprs(eqn: core.JaxprEqn) -> list[tuple[str, int, core.Jaxpr | core.ClosedJaxpr]]:

@@ -68,7 +68,9 @@ def discover(
     """Decision points of fn traced at these args (stage="program").
 
     Order: knobs (in the order the code first reads them), then scans in
-    program order, dot layouts by FLOPs (costliest first), then fusion
+    program order, dot layout groups (every dot of one shape class at once,
+    for classes of two or more) and then single dots' layouts, each by FLOPs
+    (costliest first), then fusion
     barriers in program order. Barrier edges are ranked (edges into
     data-reusing consumers such as gather first, then by the bytes that cross
     them) and only the `max_barriers` first are kept.
@@ -96,7 +98,8 @@ def discover(
     dots = sorted((p for p in points if p.kind == pts.DOT), key=lambda p: -p.size)
     scans = [p for p in points if p.kind not in (pts.BARRIER, pts.DOT)]
     kept = [p for p in points if p.kind == pts.BARRIER and p.id in {b.id for b in barriers}]  # in program order
-    decisions += [Decision(STAGE, p.id, p.values, p.default) for p in (*scans, *dots, *kept)]
+    # A shape class's dots are tried at once before any is tried alone (one compile for many).
+    decisions += [Decision(STAGE, p.id, p.values, p.default) for p in (*scans, *pts.groups(dots), *dots, *kept)]
     return decisions
 
 
@@ -147,11 +150,11 @@ def rewrite(fn: Callable, decisions: Mapping[str, object]) -> Callable:
             default = trace(fn, args, kwargs, {})
             _check_knobs_known(unseen_knobs, default)
             unseen_knobs = {}
-            unused -= {p.id for p in walk_points(default.jaxpr.jaxpr)}
+            unused -= known_ids(default.jaxpr.jaxpr)
         _check_knobs_known(unseen_knobs, traced)
         if unused:
             missing = sorted(unused)
-            known = [p.id for p in walk_points(traced.jaxpr.jaxpr)]
+            known = sorted(known_ids(traced.jaxpr.jaxpr))
             raise UserError(
                 f"unknown program decision(s) {missing}: not in this program as traced at these arguments; "
                 f"it has {len(known)} structural decision(s){': ' + ', '.join(known[:8]) if known else ''}"
@@ -254,6 +257,12 @@ def walk_points(jaxpr: core.Jaxpr, prefix: str = "") -> Iterator[pts.Point]:
             yield from walk_points(_open(sub), f"{prefix}{at[i]}.{k}/")
 
 
+def known_ids(jaxpr: core.Jaxpr) -> set[str]:
+    """Every structural decision id of the program: its points' and its dot groups'."""
+    points = list(walk_points(jaxpr))
+    return {p.id for p in points} | {p.id for p in pts.groups(points)}
+
+
 def _open(jaxpr: core.Jaxpr | core.ClosedJaxpr) -> core.Jaxpr:
     return jaxpr.jaxpr if isinstance(jaxpr, core.ClosedJaxpr) else jaxpr
 
@@ -273,7 +282,7 @@ class Rewriter:
         self.used: set[str] = set()
 
     def _has_decisions_under(self, prefix: str) -> bool:
-        return any(loc.startswith(prefix) for loc in self.locations.values())
+        return any(loc == pts.EVERYWHERE or loc.startswith(prefix) for loc in self.locations.values())
 
     def eval(self, jaxpr: core.Jaxpr, consts: list[Any], args: list[Any], prefix: str) -> list[Any]:
         env: dict[core.Var, Any] = {}
@@ -329,10 +338,13 @@ class Rewriter:
         layout: dict[int, str] = {}
         barriers: dict[int, set[core.Var]] = {}
         for point in pts.level_points(jaxpr, prefix):
-            if point.id not in self.chosen:
+            # A dot's own decision, else its shape class's (a group offers only what every member does).
+            named = [i for i in (point.id, pts.group_id(point)) if i in self.chosen]
+            if not named:
                 continue
-            self.used.add(point.id)
-            value = _checked(point, self.chosen[point.id], jaxpr.eqns[point.eqn])
+            self.used.update(named)
+            chosen_id = named[0]
+            value = _checked(point, self.chosen[chosen_id], jaxpr.eqns[point.eqn])
             if value == point.default and type(value) is type(point.default):
                 continue
             if point.kind == pts.SCAN:
