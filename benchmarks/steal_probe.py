@@ -3,7 +3,7 @@
 Runs three short jax processes one after another (as a confirmation does) under a
 `LoadMonitor`, and prints the `cpu` fields of /proc/stat that changed over the window beside
 the monitor's `other_cores`. On a shared VM, `steal` rises with our own work; the gate does not
-count it (runner/load.py: busy_ticks). Run it on an otherwise idle machine:
+count it, and tells it apart (runner/load.py: cpu_ticks). Run it on an otherwise idle machine:
 
     .venv/bin/python benchmarks/steal_probe.py
 """

@@ -13,7 +13,7 @@ import pytest
 
 import xtat
 from tiny import CHUNKED, tiny_chunked_mlp
-from xtat.runner.load import LoadMonitor, busy_ticks
+from xtat.runner.load import Load, LoadMonitor, cpu_ticks
 from xtat.tuning.confirmation import SequentialDesign, Verdict
 
 
@@ -88,13 +88,14 @@ def test_the_load_monitor_sees_other_processes_and_not_its_own(busy_core):
     assert seen.load_average is not None and seen.cores >= 1
 
 
-def test_steal_time_is_not_another_process_load():
+def test_steal_time_is_told_but_not_another_process_load():
     """Steal is the hypervisor running other machines on these cores: on a shared VM it rises whenever
     xtat is busy, and counted as another process's it made idle machines' confirmations load-dependent."""
     # /proc/stat's `cpu` line recorded on a 2-core VM: user nice system idle iowait irq softirq steal guest guest_nice
     recorded = "cpu  4520296 33383 226430 2262243 8141 0 13404 260756 0 0"
-    assert busy_ticks(recorded) == 4520296 + 33383 + 226430 + 0 + 13404
-    assert busy_ticks("cpu  10 0 5 100") == 15  # an old kernel's shorter line
+    assert cpu_ticks(recorded) == (4520296 + 33383 + 226430 + 0 + 13404, 260756)
+    assert cpu_ticks("cpu  10 0 5 100") == (15, 0)  # an old kernel's shorter line
+    assert "steal" in Load(10.0, 0.0, 0.5, 2, stolen_cores=0.6).describe()
 
 
 def test_processes_started_from_here_are_its_own_even_once_they_have_exited():

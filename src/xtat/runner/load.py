@@ -23,6 +23,9 @@ class Load:
     other_cores: float | None  # mean cores used by processes other than xtat's (None: unknown)
     load_average: float | None  # the largest 1-minute load average seen
     cores: int
+    # Mean cores the hypervisor gave other machines (steal): told, not gated on: on a shared VM it
+    # rises with xtat's own work, and it slows a many-threaded build more than a one-threaded one.
+    stolen_cores: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -30,26 +33,29 @@ class Load:
     def describe(self) -> str:
         if self.other_cores is None:
             return "machine load unknown (no /proc)"
+        stolen = (f"; the hypervisor took {self.stolen_cores:.2f} cores (steal)"
+                  if self.stolen_cores is not None and self.stolen_cores >= 0.05 else "")
         return (f"other processes used {self.other_cores:.2f} of {self.cores} cores on average, "
-                f"load average up to {self.load_average:.2f}")
+                f"load average up to {self.load_average:.2f}{stolen}")
 
 
-def _busy_s() -> float | None:
-    """CPU seconds this machine's processes have been busy since boot (/proc/stat, every CPU)."""
+def _cpu_s() -> tuple[float, float] | None:
+    """(busy, stolen) CPU seconds of this machine since boot (/proc/stat, every CPU); see `cpu_ticks`."""
     try:
-        return busy_ticks(Path("/proc/stat").read_text().split("\n", 1)[0]) / _TICKS
+        busy, steal = cpu_ticks(Path("/proc/stat").read_text().split("\n", 1)[0])
     except OSError:
         return None
+    return busy / _TICKS, steal / _TICKS
 
 
-def busy_ticks(cpu_line: str) -> int:
-    """Busy ticks in /proc/stat's `cpu` line: user, nice, system, irq and softirq. Not idle or
-    iowait; not steal, the time a hypervisor ran other machines on these cores (on a shared VM it
-    rises whenever xtat is busy, and counted as another process's it made idle machines' confirmations
-    load-dependent: issue 30); not guest, already counted in user and nice."""
+def cpu_ticks(cpu_line: str) -> tuple[int, int]:
+    """(busy, steal) ticks in /proc/stat's `cpu` line. Busy: user, nice, system, irq and softirq;
+    not idle or iowait; not guest, already counted in user and nice. Steal apart: the time a
+    hypervisor ran other machines on these cores. On a shared VM it rises whenever xtat is busy;
+    counted as another process's, it made idle machines' confirmations load-dependent (issue 30)."""
     values = [int(v) for v in cpu_line.split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq = (values + [0] * 7)[:7]
-    return user + nice + system + irq + softirq
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (values + [0] * 8)[:8]
+    return user + nice + system + irq + softirq, steal
 
 
 def _stat(pid: int | str) -> list[str] | None:
@@ -103,7 +109,7 @@ class LoadMonitor:
         self._own_pids = own_pids
         self._root = os.getpid() if root is None else root
         self._start = time.monotonic()
-        self._busy = _busy_s()
+        self._cpu = _cpu_s()
         self._own_start: dict[int, float] = {}
         self._own_last: dict[int, float] = {}
         self._load = 0.0
@@ -127,11 +133,11 @@ class LoadMonitor:
     def report(self) -> Load:
         self.poll()
         wall = max(time.monotonic() - self._start, 1e-9)
-        busy = _busy_s()
+        cpu = _cpu_s()
         cores = os.cpu_count() or 1
-        if busy is None or self._busy is None:
+        if cpu is None or self._cpu is None:
             return Load(wall, None, None, cores)
         own = self._tree_last - self._tree_start + sum(self._own_last[pid] - self._own_start[pid]
                                                        for pid in self._own_last)
-        other = max(0.0, busy - self._busy - own)
-        return Load(wall, other / wall, self._load, cores)
+        other = max(0.0, cpu[0] - self._cpu[0] - own)
+        return Load(wall, other / wall, self._load, cores, (cpu[1] - self._cpu[1]) / wall)
