@@ -128,6 +128,12 @@ def measure_in_a_fresh_process(target: str, options: dict, rounds: int, min_batc
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def above_one(row: dict) -> bool:
+    """A row that counts: measured, the same outputs as the default's, its interval above 1 (a median
+    above 1 alone may be noise)."""
+    return "error" not in row and row["same_outputs"] and row["low"] > 1.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target")
@@ -148,20 +154,19 @@ def main() -> None:
           f"{options.rounds} interleaved rounds", flush=True)
     rows: dict[str, dict] = {}
 
-    def run(name: str, compiler_options: dict) -> None:
+    def run(name: str, compiler_options: dict, table: dict[str, dict] = rows, label: str = "") -> None:
         row = {"options": compiler_options, **measure_in_a_fresh_process(
             options.target, compiler_options, options.rounds, options.min_batch_s)}
-        rows[name] = row
+        table[name] = row
         figure = row.get("error") or (f"{row['speedup']:.3f}x [{row['low']:.3f}, {row['high']:.3f}]"
                                       + ("" if row["same_outputs"] else "  outputs differ: not counted"))
-        print(f"  {name:60s} {figure}", flush=True)
+        print(f"  {label}{name:{60 - len(label)}s} {figure}", flush=True)
 
     for name, compiler_options in decisions.items():
         run(name, compiler_options)
     # The best value of each option, best first: two values of one option cannot be combined.
     winners: list[str] = []
-    for name in sorted((n for n, r in rows.items() if "error" not in r and r["same_outputs"] and r["low"] > 1.0),
-                       key=lambda n: -rows[n]["speedup"]):
+    for name in sorted((n for n, r in rows.items() if above_one(r)), key=lambda n: -rows[n]["speedup"]):
         if len(winners) < options.top and not any(option_keys(name, decisions) & option_keys(w, decisions)
                                                   for w in winners):
             winners.append(name)
@@ -171,15 +176,11 @@ def main() -> None:
     # The fastest of some 30 noisy rows is biased up (the winner's curse): the `--recheck` fastest whose
     # interval lies above 1 are measured again, each in a fresh process, and the ceiling is the best of
     # those fresh figures whose interval lies above 1 (a median above 1 alone may be noise).
-    above = {n: r for n, r in rows.items() if "error" not in r and r["same_outputs"] and r["low"] > 1.0}
+    above = {n: r for n, r in rows.items() if above_one(r)}
     rechecked: dict[str, dict] = {}
     for name in sorted(above, key=lambda n: -above[n]["speedup"])[:options.recheck]:
-        row = {"options": above[name]["options"], **measure_in_a_fresh_process(
-            options.target, above[name]["options"], options.rounds, options.min_batch_s)}
-        rechecked[name] = row
-        figure = row.get("error") or f"{row['speedup']:.3f}x [{row['low']:.3f}, {row['high']:.3f}]"
-        print(f"  again: {name:53s} {figure}", flush=True)
-    confirmed = {n: r for n, r in rechecked.items() if "error" not in r and r["same_outputs"] and r["low"] > 1.0}
+        run(name, above[name]["options"], rechecked, "again: ")
+    confirmed = {n: r for n, r in rechecked.items() if above_one(r)}
     best = max(confirmed, key=lambda n: confirmed[n]["speedup"], default=None)
     if best is None:
         print("ceiling: 1.000x (no decision's interval lies above 1 when measured again)" if above else

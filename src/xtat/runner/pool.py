@@ -36,10 +36,11 @@ _SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="xtat-worker-spawner")
 
 def die_with_parent() -> None:
     """Called by a worker at start-up: on Linux the kernel kills it (SIGKILL) when the
-    tuner (the thread that started it: `_SPAWNER`) dies, even by SIGKILL while the worker is mid-compile or hung, so no
-    orphan outlives its tuner. Elsewhere a worker notices only at its next read
-    of the closed pipe. (Not in the parent's preexec_fn: forking a multithreaded
-    JAX process and running Python code before exec can deadlock.)"""
+    tuner (the thread that started it: `_SPAWNER`) dies, even by SIGKILL while the
+    worker is mid-compile or hung, so no orphan outlives its tuner. Elsewhere a
+    worker notices only at its next read of the closed pipe. (Not in the parent's
+    preexec_fn: forking a multithreaded JAX process and running Python code before
+    exec can deadlock.)"""
     parent = os.environ.get(_PARENT_VARIABLE)
     if parent is None or not sys.platform.startswith("linux"):
         return
