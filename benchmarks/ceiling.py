@@ -5,14 +5,18 @@ a tuning run is held to.
 TARGET names the workload as for `xtat tune` (FILE.py:make, a suite name, ...). The decisions are
 the global ones the tuner offers on this machine: each HLO pass of the passes stage that changes
 this program switched off (`xla_disable_hlo_passes`), and each non-default value of each curated
-codegen option (numerics-preserving ones only). Runtime decisions (process environment) and
-per-op program rewrites are not probed: they cannot be given through `compiler_options`.
+codegen option (numerics-preserving ones only), and each non-default runtime decision (the
+process's CPU count, its host device count). Per-op program rewrites are not probed.
 
 Each decision is measured in a fresh process of its own that builds two executables only, the
 default and the decision, both with `jax.jit(fn, compiler_options=...)` as `xtat.jit` deploys:
 `--rounds` interleaved rounds in a new random order each (`runner.timing.interleaved`), the
 figure the median per-round ratio time(default) / time(decision) with its exact 95% interval
-(`runner.timing.speedup_ci`). A decision whose outputs fail the tuner's own check against the
+(`runner.timing.speedup_ci`). A runtime decision holds for a whole process, so its row (and any
+combination with it) is measured as `xtat run` deploys it: a process entering it (`ProcessSetup`)
+against a default process, interleaved round by round, in `--pairs` pairs of fresh processes one
+after another (`benchmarks/real_code.process_pairs`: the geometric mean of the pairs' median ratios,
+a t interval across pairs). A decision whose outputs fail the tuner's own check against the
 default's (`runner.verify`, its budget calibrated on one-ulp-perturbed inputs) is reported and
 never part of the ceiling. Then the best `--top` decisions whose
 interval lies above 1 (the best value of each option: two values of one option do not combine) are
@@ -21,7 +25,7 @@ measured together, in pairs and all at once. The fastest of some 30 noisy rows o
 again, each in a fresh process; the ceiling is the best of those fresh figures whose interval lies
 above 1; "1.000x" when none does.
 
-    .venv/bin/python benchmarks/ceiling.py TARGET [--rounds 15] [--top 3] [--recheck 3] [--json OUT.json]
+    .venv/bin/python benchmarks/ceiling.py TARGET [--rounds 15] [--pairs 3] [--top 3] [--recheck 3] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -36,13 +40,19 @@ import sys
 import tempfile
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import real_code  # noqa: E402  (a sibling benchmark: fresh measuring processes)
+
 
 def offered(target: str) -> dict[str, dict]:
-    """The global decisions the tuner offers for this program: a name -> its compiler options."""
+    """The global decisions the tuner offers for this program: a name -> its probe, the compiler
+    options ("options") and the process setup ("setup": `ProcessSetup`'s fields) it sets."""
     import jax
 
     from xtat.stages.codegen.space import codegen_space
     from xtat.stages.passes import SAFE
+    from xtat.stages.runtime import runtime_decisions
     from xtat.targets import load_target
 
     workload = load_target(target)
@@ -52,28 +62,37 @@ def offered(target: str) -> dict[str, dict]:
             *workload.args, **(workload.kwargs or {})).compile()
         ran = {m.group(1) for path in Path(dump).glob("*.txt")
                for m in [re.search(r"\.after_(.+?)\.before_", path.name)] if m}
-    decisions = {f"passes.{name}=off": {"xla_disable_hlo_passes": name} for name in sorted(ran & SAFE)}
+    decisions = {f"passes.{name}=off": {"options": {"xla_disable_hlo_passes": name}, "setup": {}}
+                 for name in sorted(ran & SAFE)}
     platform = jax.devices()[0].platform
     for decision in codegen_space(platform, allow_numerics_change=False).decisions:
         for value in decision.values:
             if value != decision.default:
-                decisions[f"codegen.{decision.id}={value}"] = {decision.id: value}
+                decisions[f"codegen.{decision.id}={value}"] = {"options": {decision.id: value}, "setup": {}}
+    if platform == "cpu":  # the CPU count and host devices of an XLA:CPU process
+        for decision in runtime_decisions():
+            for value in decision.values:
+                if value != decision.default:
+                    decisions[f"runtime.{decision.id}={value}"] = {"options": {}, "setup": {decision.id: value}}
     return decisions
 
 
 def option_keys(name: str, decisions: dict[str, dict]) -> set[str]:
-    """The compiler options a decision sets, each disabled pass its own."""
-    return {f"{key}:{value}" if key == "xla_disable_hlo_passes" else key for key, value in decisions[name].items()}
+    """The options a decision sets, each disabled pass its own."""
+    probe = decisions[name]
+    return ({f"{key}:{value}" if key == "xla_disable_hlo_passes" else key for key, value in probe["options"].items()}
+            | {f"runtime.{key}" for key in probe["setup"]})
 
 
-def merged(options: list[dict]) -> dict:
-    """One set of compiler options from several decisions (disabled passes joined)."""
-    out: dict = {}
-    for option in options:
-        for key, value in option.items():
-            if key == "xla_disable_hlo_passes" and key in out:
-                value = ",".join(sorted({*out[key].split(","), *value.split(",")}))
-            out[key] = value
+def merged(probes: list[dict]) -> dict:
+    """One probe from several decisions (disabled passes joined)."""
+    out: dict = {"options": {}, "setup": {}}
+    for probe in probes:
+        for key, value in probe["options"].items():
+            if key == "xla_disable_hlo_passes" and key in out["options"]:
+                value = ",".join(sorted({*out["options"][key].split(","), *value.split(",")}))
+            out["options"][key] = value
+        out["setup"].update(probe["setup"])
     return out
 
 
@@ -88,7 +107,7 @@ def pair(target: str, options: dict, rounds: int, min_batch_s: float) -> dict:
     args, kwargs = workload.args, workload.kwargs or {}
     builds = {"default": jax.jit(workload.fn, **workload.jit_options),
               "decision": jax.jit(workload.fn, **workload.jit_options, compiler_options=options)}
-    same = verified(builds["default"], builds["decision"], args, kwargs)
+    same = verified(builds["default"], real_code.output_arrays(builds["decision"], args, kwargs), args, kwargs)
     times = interleaved({label: (lambda c=call: jax.block_until_ready(c(*args, **kwargs)))
                          for label, call in builds.items()}, rounds, min_sample_s=min_batch_s,
                         seed=int.from_bytes(os.urandom(4), "little"))
@@ -96,8 +115,8 @@ def pair(target: str, options: dict, rounds: int, min_batch_s: float) -> dict:
     return {"speedup": ratio, "low": low, "high": high, "same_outputs": same}
 
 
-def verified(default, decision, args: tuple, kwargs: dict) -> bool:
-    """Whether the decision's outputs pass the tuner's own check against the default's: the policy of
+def verified(default, decision_outputs: list, args: tuple, kwargs: dict) -> bool:
+    """Whether a decision's outputs pass the tuner's own check against the default's: the policy of
     `runner.verify` with the budget calibrated on one-ulp-perturbed inputs, as a worker calibrates it."""
     import jax
     import numpy as np
@@ -107,9 +126,7 @@ def verified(default, decision, args: tuple, kwargs: dict) -> bool:
     leaves, tree = jax.tree.flatten((args, kwargs))
 
     def outputs(call, inputs: list) -> list:
-        a, k = jax.tree.unflatten(tree, inputs)
-        return [np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
-                for x in jax.tree.leaves(jax.block_until_ready(call(*a, **k)))]  # typed keys compared as their data
+        return real_code.output_arrays(call, *jax.tree.unflatten(tree, inputs))
 
     def moved(seed: int) -> list:
         return [perturbed([np.asarray(x)], seed)[0] if hasattr(x, "dtype") and jax.numpy.issubdtype(
@@ -117,7 +134,7 @@ def verified(default, decision, args: tuple, kwargs: dict) -> bool:
 
     reference = outputs(default, leaves)
     runs = [compare(outputs(default, moved(seed)), reference, Tolerance()) for seed in range(CALIBRATION_RUNS)]
-    return compare(outputs(decision, leaves), reference, Tolerance(), calibrate(runs, len(reference))).ok
+    return compare(decision_outputs, reference, Tolerance(), calibrate(runs, len(reference))).ok
 
 
 def measure_in_a_fresh_process(target: str, options: dict, rounds: int, min_batch_s: float) -> dict:
@@ -126,6 +143,33 @@ def measure_in_a_fresh_process(target: str, options: dict, rounds: int, min_batc
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["exited with " + str(done.returncode)])[-1][:200]}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure_in_process_pairs(target: str, probe: dict, rounds: int, pairs: int, min_batch_s: float) -> dict:
+    """A probe with a process setup: a process entering it against a default process, `pairs` pairs
+    of fresh processes; its outputs checked here against this process's default build."""
+    import jax
+    import numpy as np
+
+    from xtat.targets import load_target
+
+    candidate = real_code.serve_command(target, min_batch_s, "--options", json.dumps(probe["options"]),
+                                        "--setup", json.dumps(probe["setup"]))
+    with tempfile.TemporaryDirectory() as folder:
+        saved = str(Path(folder) / "outputs.npz")
+        try:
+            measured = real_code.process_pairs(real_code.serve_command(target, min_batch_s), candidate, rounds,
+                                               pairs, save=saved)
+        except RuntimeError as error:
+            return {"error": str(error)[:200]}
+        with np.load(saved, allow_pickle=False) as data:
+            outputs = [data[f"arr_{i}"] for i in range(len(data.files))]
+    workload = load_target(target)
+    default = jax.jit(workload.fn, **workload.jit_options)
+    same = verified(default, outputs, workload.args, workload.kwargs or {})
+    low, high = measured["ci"]
+    return {"speedup": measured["speedup"], "low": low, "high": high, "same_outputs": same,
+            "per_pair": measured["per_pair"]}
 
 
 def above_one(row: dict) -> bool:
@@ -139,6 +183,7 @@ def main() -> None:
     parser.add_argument("target")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--min-batch-s", type=float, default=0.05)
+    parser.add_argument("--pairs", type=int, default=3, help="pairs of fresh processes per runtime decision's row")
     parser.add_argument("--top", type=int, default=3, help="combine the best this many decisions")
     parser.add_argument("--recheck", type=int, default=3,
                         help="measure the best this many again, each in a fresh process: the ceiling is their best")
@@ -151,19 +196,24 @@ def main() -> None:
 
     decisions = offered(options.target)
     print(f"{options.target}: {len(decisions)} global decisions, each in a fresh process, "
-          f"{options.rounds} interleaved rounds", flush=True)
+          f"{options.rounds} interleaved rounds (a runtime decision: {options.pairs} pairs of processes)", flush=True)
     rows: dict[str, dict] = {}
 
-    def run(name: str, compiler_options: dict, table: dict[str, dict] = rows, label: str = "") -> None:
-        row = {"options": compiler_options, **measure_in_a_fresh_process(
-            options.target, compiler_options, options.rounds, options.min_batch_s)}
+    def run(name: str, probe: dict, table: dict[str, dict] = rows, label: str = "") -> None:
+        if probe["setup"]:
+            measured = measure_in_process_pairs(options.target, probe, options.rounds, options.pairs,
+                                                options.min_batch_s)
+        else:
+            measured = measure_in_a_fresh_process(options.target, probe["options"], options.rounds,
+                                                  options.min_batch_s)
+        row = {**probe, **measured}
         table[name] = row
         figure = row.get("error") or (f"{row['speedup']:.3f}x [{row['low']:.3f}, {row['high']:.3f}]"
                                       + ("" if row["same_outputs"] else "  outputs differ: not counted"))
         print(f"  {label}{name:{60 - len(label)}s} {figure}", flush=True)
 
-    for name, compiler_options in decisions.items():
-        run(name, compiler_options)
+    for name, probe in decisions.items():
+        run(name, probe)
     # The best value of each option, best first: two values of one option cannot be combined.
     winners: list[str] = []
     for name in sorted((n for n, r in rows.items() if above_one(r)), key=lambda n: -rows[n]["speedup"]):
@@ -179,7 +229,7 @@ def main() -> None:
     above = {n: r for n, r in rows.items() if above_one(r)}
     rechecked: dict[str, dict] = {}
     for name in sorted(above, key=lambda n: -above[n]["speedup"])[:options.recheck]:
-        run(name, above[name]["options"], rechecked, "again: ")
+        run(name, {"options": above[name]["options"], "setup": above[name]["setup"]}, rechecked, "again: ")
     confirmed = {n: r for n, r in rechecked.items() if above_one(r)}
     best = max(confirmed, key=lambda n: confirmed[n]["speedup"], default=None)
     if best is None:

@@ -56,13 +56,15 @@ def _program(source: str):
     return workload.fn, (workload.args, workload.kwargs or {}), options
 
 
-def serve(example: str, db: str | None, min_sample_s: float) -> None:
+def serve(example: str, db: str | None, min_sample_s: float, options: dict | None = None) -> None:
     """A fresh process holding one build of the example's step: `xtat.jit(step)` with the store
-    (`db`), or plain `jax.jit(step)` without. Prints what the lookup said, then one timed sample
-    per line it reads, so the parent can interleave two such processes."""
+    (`db`), or plain `jax.jit(step)` without (with `options` as its compiler options when given).
+    Prints what the lookup said, then per line it reads one timed sample ("sample"), or the step's
+    outputs saved to an .npz file ("save PATH"), so the parent can interleave two such processes."""
     import warnings
 
     import jax
+    import numpy as np
 
     import xtat
     from xtat.arguments import unwrap_jit
@@ -74,10 +76,12 @@ def serve(example: str, db: str | None, min_sample_s: float) -> None:
     function, (args, kwargs), jit_options = _program(example)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        if db is None:
-            step = function if unwrap_jit(function).filtered else jax.jit(function, **jit_options)
-        else:
+        if db is not None:
             step = xtat.jit(function, db=db, **jit_options)
+        elif options:
+            step = jax.jit(function, **jit_options, compiler_options=options)
+        else:
+            step = function if unwrap_jit(function).filtered else jax.jit(function, **jit_options)
         jax.block_until_ready(step(*args, **kwargs))
 
     def call() -> None:
@@ -86,23 +90,31 @@ def serve(example: str, db: str | None, min_sample_s: float) -> None:
     inner = calibrate(call, TimingPolicy(min_sample_s=min_sample_s))
     found = [lookup.found.value for lookup in step.lookups()] if db is not None else []
     print(json.dumps({"found": found, "warnings": [str(w.message) for w in said]}), file=protocol, flush=True)
-    for _ in sys.stdin:
-        print(sample(call, inner), file=protocol, flush=True)
+    for line in sys.stdin:
+        if line.startswith("save "):
+            np.savez(line[5:].strip(), *output_arrays(step, args, kwargs))
+            print("saved", file=protocol, flush=True)
+        else:
+            print(sample(call, inner), file=protocol, flush=True)
 
 
-def _pair(example: Path | str, db: Path, runtime: bool, rounds: int,
-          min_sample_s: float) -> tuple[dict, list, list]:
-    """One pair of fresh processes, xtat.jit and jax.jit, interleaved round by round."""
+def output_arrays(call: Callable, args: tuple, kwargs: dict) -> list:
+    """A step's outputs as numpy arrays (typed PRNG keys as their data), in leaf order."""
+    import jax
+    import numpy as np
+
+    return [np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
+            for x in jax.tree.leaves(jax.block_until_ready(call(*args, **kwargs)))]
+
+
+def _pair(commands: dict[str, list[str]], rounds: int, save: str | None = None) -> tuple[dict, dict[str, list]]:
+    """One pair of fresh processes ("baseline", "candidate"), interleaved round by round; `save`: the
+    candidate's outputs are saved there (.npz) after its rounds."""
     from xtat.runner.timing import interleave
 
-    base = [sys.executable, __file__, "--serve", str(example), "--min-sample", str(min_sample_s)]
-    tuned = base + ["--db", str(db)]
-    if runtime:
-        tuned = [sys.executable, "-c", "from xtat.cli.app import main; main()", "run", "--db", str(db), "--",
-                 *tuned]
     processes = {label: subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, text=True)
-                 for label, command in (("jax.jit", base), ("xtat.jit", tuned))}
+                 for label, command in commands.items()}
     try:
         ready = {}
         for label, process in processes.items():
@@ -110,7 +122,7 @@ def _pair(example: Path | str, db: Path, runtime: bool, rounds: int,
             while line and not line.startswith("{"):  # `xtat run` says what it applied first
                 line = process.stdout.readline()  # type: ignore[union-attr]
             if not line:
-                raise RuntimeError(f"the {label} process of {example} failed to start")
+                raise RuntimeError(f"the {label} process ({' '.join(commands[label])}) failed to start")
             ready[label] = json.loads(line)
 
         def sampler(process: subprocess.Popen) -> Callable[[], float]:
@@ -121,38 +133,62 @@ def _pair(example: Path | str, db: Path, runtime: bool, rounds: int,
             return one
 
         samples = interleave({label: sampler(process) for label, process in processes.items()}, rounds)
+        if save is not None:
+            candidate = processes["candidate"]
+            candidate.stdin.write(f"save {save}\n")  # type: ignore[union-attr]
+            candidate.stdin.flush()  # type: ignore[union-attr]
+            if candidate.stdout.readline().strip() != "saved":  # type: ignore[union-attr]
+                raise RuntimeError("the candidate process failed to save its outputs")
     finally:
         for process in processes.values():
             process.kill()
-    return ready["xtat.jit"], samples["jax.jit"], samples["xtat.jit"]
+    return ready["candidate"], samples
 
 
-def delivered(example: Path | str, db: Path, runtime: bool, rounds: int, pairs: int,
-              min_sample_s: float = 0.05) -> dict:
-    """xtat.jit of the step in a fresh process (started by `xtat run` when the adopted config has
-    runtime decisions: its deploy path) against plain jax.jit in another, interleaved round by round;
-    `pairs` such pairs of processes, one after another.
+def process_pairs(baseline: list[str], candidate: list[str], rounds: int, pairs: int,
+                  save: str | None = None) -> dict:
+    """`pairs` pairs of fresh processes started by the two commands (each a `--serve` process, or one
+    started through `xtat run`), one pair after another, interleaved round by round within a pair.
 
     A process is the unit here, not a round: two processes holding the same
     executable differed by up to 24% on this machine (heap and code placement),
     steadily over all their rounds, so rounds of one pair cannot show it. Each
-    pair gives one speedup (the median ratio of its rounds); the delivered
-    speedup is their geometric mean, and its interval the t interval of the
-    log speedups across pairs, which holds the process-to-process spread."""
+    pair gives one speedup (the median ratio of its rounds); the speedup is their
+    geometric mean, and its interval the t interval of the log speedups across
+    pairs, which holds the process-to-process spread. `save`: the first
+    candidate process saves its outputs there."""
     from scipy import stats
 
     per_pair, ready = [], {}
-    for _ in range(pairs):
-        ready, baseline, candidate = _pair(example, db, runtime, rounds, min_sample_s)
-        per_pair.append(float(statistics.median(b / c for b, c in zip(baseline, candidate))))
+    for index in range(pairs):
+        ready, samples = _pair({"baseline": baseline, "candidate": candidate}, rounds, save if index == 0 else None)
+        per_pair.append(float(statistics.median(b / c for b, c in zip(samples["baseline"], samples["candidate"]))))
     logs = [math.log(s) for s in per_pair]
     centre = statistics.fmean(logs)
     if len(logs) > 1:
         half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
     else:
         half = 0.0
-    return {"delivered": math.exp(centre), "delivered_ci": [math.exp(centre - half), math.exp(centre + half)],
+    return {"speedup": math.exp(centre), "ci": [math.exp(centre - half), math.exp(centre + half)],
             "per_pair": per_pair, **ready}
+
+
+def serve_command(example: Path | str, min_sample_s: float, *extra: str) -> list[str]:
+    """The command of a fresh measuring process (`serve`) of this file."""
+    return [sys.executable, __file__, "--serve", str(example), "--min-sample", str(min_sample_s), *extra]
+
+
+def delivered(example: Path | str, db: Path, runtime: bool, rounds: int, pairs: int,
+              min_sample_s: float = 0.05) -> dict:
+    """xtat.jit of the step in a fresh process (started by `xtat run` when the adopted config has
+    runtime decisions: its deploy path) against plain jax.jit in another (`process_pairs`)."""
+    base = serve_command(example, min_sample_s)
+    tuned = base + ["--db", str(db)]
+    if runtime:
+        tuned = [sys.executable, "-c", "from xtat.cli.app import main; main()", "run", "--db", str(db), "--",
+                 *tuned]
+    measured = process_pairs(base, tuned, rounds, pairs)
+    return {"delivered": measured.pop("speedup"), "delivered_ci": measured.pop("ci"), **measured}
 
 
 def tune_and_measure(example: Path, folder: Path, time_s: float, rounds: int, pairs: int) -> dict:
@@ -194,9 +230,15 @@ def main() -> None:
     parser.add_argument("--serve", help=argparse.SUPPRESS)  # a fresh measuring process
     parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--min-sample", type=float, default=0.05, help=argparse.SUPPRESS)
+    parser.add_argument("--options", help=argparse.SUPPRESS)  # compiler options of the served jax.jit (JSON)
+    parser.add_argument("--setup", help=argparse.SUPPRESS)  # a ProcessSetup entered first (JSON of its fields)
     options = parser.parse_args()
     if options.serve:
-        serve(options.serve, options.db, options.min_sample)
+        if options.setup:
+            from xtat.candidate import ProcessSetup
+
+            ProcessSetup(**json.loads(options.setup)).enter()  # before any jax backend starts
+        serve(options.serve, options.db, options.min_sample, json.loads(options.options or "{}"))
         return
     names = options.only.split(",") if options.only else sorted(p.stem for p in EXAMPLES.glob("*.py"))
     rows = []

@@ -3,6 +3,7 @@ tuning run, each with its adopted config, search, side-by-side, confirmed and de
 
     .venv/bin/python benchmarks/search_campaign.py TARGET... [--efforts quick,standard] [--no-ceiling] \
         [--pairs 4] [--rounds 11] [--json OUT.json] [--keep FOLDER]
+    .venv/bin/python benchmarks/search_campaign.py --summarise OUT.json... (the lines of several runs together)
 
 TARGET names a workload as `xtat tune` does (examples/NAME.py:make, suite:gpt/inference, ...). Per target:
 
@@ -151,7 +152,9 @@ def summary(rows: list[dict], efforts: list[str]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("targets", nargs="+")
+    parser.add_argument("targets", nargs="*")
+    parser.add_argument("--summarise", type=Path, nargs="+", metavar="JSON",
+                        help="measure nothing: print the summary of the rows these --json files hold, together")
     parser.add_argument("--efforts", default="quick,standard")
     parser.add_argument("--no-ceiling", action="store_true")
     parser.add_argument("--pairs", type=int, default=4, help="pairs of fresh processes for the delivered figure")
@@ -161,6 +164,11 @@ def main() -> None:
                         "(give a new FOLDER: a store left there is resumed)")
     options = parser.parse_args()
     efforts = options.efforts.split(",")
+    if options.summarise:
+        print(summary([row for path in options.summarise for row in json.loads(path.read_text())], efforts))
+        return
+    if not options.targets:
+        parser.error("name at least one TARGET (or --summarise JSON files)")
     rows = []
     for target in options.targets:
         rows.append(one(target, efforts, not options.no_ceiling, options.pairs, options.rounds,

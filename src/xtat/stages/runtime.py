@@ -23,6 +23,15 @@ HOST_DEVICES = "host_devices"
 _MAX_HOST_DEVICES = 4096
 
 
+def runtime_decisions() -> list[Decision]:
+    """The CPU counts and host device counts offered to a process on this machine (none on one CPU)."""
+    count = len(available_cpus())
+    if count < 2:
+        return []
+    values = tuple(sorted({1, max(1, count // 2), count}))
+    return [Decision(RuntimeStage.name, CPUS, values, count), Decision(RuntimeStage.name, HOST_DEVICES, (1, count), 1)]
+
+
 class RuntimeStage:
     name = "runtime"
 
@@ -33,11 +42,7 @@ class RuntimeStage:
         return []
 
     def discover(self, context: Context, frozen: Config, earlier: list[Decision]) -> list[Decision]:
-        count = len(available_cpus())
-        if count < 2:
-            return []
-        values = tuple(sorted({1, max(1, count // 2), count}))
-        return [Decision(self.name, CPUS, values, count), Decision(self.name, HOST_DEVICES, (1, count), 1)]
+        return runtime_decisions()
 
     def apply(self, values: dict[str, object], candidate: Candidate) -> Candidate:
         if not values:
