@@ -1,16 +1,20 @@
-"""`xtat run`: start a program in the runtime environment its workloads were tuned for.
+"""`xtat run`: start a program in the runtime environment its workloads were tuned for, with the
+adopted compile options of every program it compiles.
 
 A process cannot change its CPU count for XLA (the thread pool follows the
 affinity at start) or its host device count (XLA_FLAGS is read once) after
 jax has started, so these decisions are applied by the launcher: it sets
 its own affinity and environment and then replaces itself with the program
 (`exec`), so signals, the exit status and the process id are the program's.
+The environment it leaves puts `boot/sitecustomize.py` first on the path,
+which applies the compile options inside the program (`intercept.py`).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from xtat.apply.lookup import Unvetted, vetted
 from xtat.candidate import ProcessSetup
@@ -28,7 +32,7 @@ class RuntimePlan:
 
     def describe(self) -> str:
         if not self.setup:
-            return "no runtime decision adopted for this machine; starting the program unchanged"
+            return "no runtime decision adopted for this machine: the program keeps its CPUs and devices"
         return f"set {self.setup.describe()}, adopted for {', '.join(self.workloads)}"
 
 
@@ -75,10 +79,23 @@ def _said(setup: ProcessSetup) -> str:
                      + ([f"{setup.host_devices} host device(s)"] if setup.host_devices else []))
 
 
-def launch(runtime: RuntimePlan, command: list[str]) -> None:
-    """Enter the plan's process setup and replace this process with `command`; returns only on failure."""
+BOOT = Path(__file__).resolve().parent / "boot"  # its sitecustomize installs `intercept` in the program
+
+
+def launch(runtime: RuntimePlan, command: list[str], db: str | Path | None) -> None:
+    """Enter the plan's process setup and replace this process with `command`, whose Python processes
+    compile with the adopted options of `db` (None: the default store); returns only on failure."""
     runtime.setup.enter()
+    os.environ.update(program_environment(dict(os.environ), db))
     try:
         os.execvp(command[0], command)
     except OSError as exc:
         raise UserError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from exc
+
+
+def program_environment(base: dict[str, str], db: str | Path | None) -> dict[str, str]:
+    """The variables a program started by `xtat run` gets: the boot folder first on PYTHONPATH, and
+    the store (a relative path made absolute: the program may change its directory)."""
+    path = [str(BOOT), *[p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(BOOT)]]
+    location = "" if db is None else str(db) if "://" in str(db) else str(Path(db).resolve())
+    return {"PYTHONPATH": os.pathsep.join(path), "XTAT_RUN_DB": location}

@@ -339,24 +339,33 @@ def run(command: list[str] = typer.Argument(..., help="The program and its argum
         workload: str | None = typer.Option(None, "--workload", help="Apply this workload's runtime decisions "
                                             "(name or fingerprint prefix) when the store's workloads differ.")
         ) -> None:
-    """Start a program with the adopted CPU count and host device count: `xtat run -- python train.py`."""
-    from xtat.apply.launch import launch, plan
+    """Start a program with the adopted CPU count and host device count, and with the adopted compile
+    options of every program it compiles through jax: `xtat run -- python train.py`."""
+    from xtat.apply.launch import RuntimePlan, launch, plan
+    from xtat.candidate import ProcessSetup
+    from xtat.store.sql import Store, default_location, sqlite_path
     from xtat.workload import environment_identity
 
-    store = _open(db)
+    location = db or default_location()
     try:
-        runtime = plan(store, environment_identity(), workload)
+        file = sqlite_path(location)
+        if file is not None and not file.exists():
+            runtime = RuntimePlan(ProcessSetup(), (), (f"no store at {file}: nothing is tuned yet",))
+        else:
+            store = Store.open(location, read_only=True)
+            try:
+                runtime = plan(store, environment_identity(), workload)
+            finally:
+                store.close()
     except UserError as exc:
         _fail(str(exc))
-    finally:
-        store.close()
     console.print(f"xtat run: {runtime.describe()}")
     if runtime.skipped:
         console.print(f"xtat run: not applied: {'; '.join(runtime.skipped)}")
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        launch(runtime, command)
+        launch(runtime, command, db)
     except UserError as exc:
         _fail(str(exc))
 

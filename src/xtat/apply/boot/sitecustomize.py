@@ -1,0 +1,55 @@
+"""Started by `xtat run` (its folder first on PYTHONPATH): apply the store's adopted compile options
+to every program this process compiles, once the program imports jax (`xtat.apply.intercept`).
+
+Nothing is imported here but the standard library, and jax is not imported early: a script may set
+its environment (JAX_PLATFORMS, XLA_FLAGS) before its own `import jax`. A sitecustomize that this
+one shadows is found further down the path and run first, as if this file were not here.
+"""
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_DB = "XTAT_RUN_DB"  # the store `xtat run` was given ("" for the default location)
+
+
+def _run_the_shadowed_sitecustomize() -> None:
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+class _AfterJax(importlib.abc.MetaPathFinder):
+    """Lets jax load as it would, then installs the interceptor: once."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "jax":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("jax")
+        if spec is None or spec.loader is None:
+            return spec
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            try:
+                from xtat.apply.intercept import install
+
+                install(os.environ.get(_DB) or None)
+            except Exception as exc:  # never the program's failure: it runs with XLA's defaults
+                sys.stderr.write(f"xtat run: adopted configs not applied ({type(exc).__name__}: {exc})\n")
+
+        setattr(spec.loader, "exec_module", exec_module)  # this loader alone: jax loads, then the install
+        return spec
+
+
+_run_the_shadowed_sitecustomize()
+if _DB in os.environ and "jax" not in sys.modules:
+    sys.meta_path.insert(0, _AfterJax())

@@ -1,0 +1,151 @@
+"""`xtat run`'s no-edit path: every program a process compiles gets its adopted compile options.
+
+A process started by `xtat run` finds `boot/sitecustomize.py` first on its path; once the program
+imports jax, that file calls `install`, which wraps the step where jax turns a lowered program into
+an executable (`MeshComputation.compile`, which `jax.jit`, `jax.jit(...).lower(...).compile()`,
+`flax.nnx.jit`, `equinox.filter_jit` and Haiku under `jax.jit` all reach). There each program is
+fingerprinted exactly as `xtat tune` and `xtat.jit` key it (`Identity`: its StableHLO and its
+input avals with donation, in this environment), looked up in the store (`lookup`, which vets the
+record), and compiled with the adopted compile options; every other program gets XLA's defaults.
+
+What this applies is what lives in compile options (the passes and codegen stages, and GPU
+autotune results). A config that also holds program rewrites or a sharding layout changes the
+traced program, which only `xtat.jit` can do at trace time: it is not applied in part (it was
+confirmed whole), and the process says so once. A program compiled with compiler options of its
+own (`jax.jit(..., compiler_options=...)`, `xtat.jit`) is left as it is.
+
+The wrapped method is private jax API: when it is missing or reads differently, nothing is applied
+and one warning says so; the program runs with XLA's defaults.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from xtat.apply.lookup import Found, Lookup, lookup, mark_rejected
+from xtat.workload import Identity, environment_identity, fingerprint, program_key
+
+PREFIX = "xtat run: "
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(PREFIX + message + "\n")
+    sys.stderr.flush()
+
+
+def identity_of(computation: Any) -> Identity:
+    """The `Identity` of a lowered program as jax hands it to its compiler (`MeshComputation`): the
+    same keys `Identity.of(jax.jit(f).lower(...))` gives. Hoisted constants come first in its
+    inputs and are not the user's arguments, so they are left out, as `Lowered.args_info` does."""
+    constants = len(computation.const_args)
+    avals = computation.compile_args["all_args_info"].in_avals[constants:]
+    # Donation flags are kept for the inputs the program uses (jax drops unused ones); an unused
+    # input reads as not donated, so a program with an unused donated input matches no record.
+    kept = computation.compile_args["kept_var_idx"]
+    flags = iter(list(computation._donated_invars)[constants:])
+    donated = [next(flags) if constants + i in kept else False for i in range(len(avals))]
+    if next(flags, None) is not None:
+        raise ValueError("more donation flags than used inputs")
+    described = [{"shape": list(aval.shape), "dtype": str(aval.dtype),
+                  "weak_type": bool(getattr(aval, "weak_type", False)), "donated": bool(given)}
+                 for aval, given in zip(avals, donated)]
+    env = environment_identity()
+    program = program_key(computation.as_text(), described)
+    return Identity(program=program, fingerprint=fingerprint(program, env), env=env, avals=described)
+
+
+class Interceptor:
+    """The store's adopted compile options, applied to each program as it is compiled."""
+
+    def __init__(self, db: str | Path | None):
+        self._db = db
+        self._lookups: dict[str, Lookup] = {}
+        self._lock = threading.Lock()
+        self._warned = False
+
+    def options(self, computation: Any) -> tuple[dict[str, object], Lookup | None]:
+        """The compile options to add for this program ({} for XLA's defaults) and its lookup."""
+        try:
+            identity = identity_of(computation)
+        except Exception as exc:  # a jax whose private lowering reads differently
+            self._warn_once(f"cannot fingerprint programs with this jax ({type(exc).__name__}: {exc}); "
+                            "compiling with XLA's defaults")
+            return {}, None
+        with self._lock:
+            found = self._lookups.get(identity.fingerprint)
+            if found is None:
+                found = self._lookups[identity.fingerprint] = lookup(identity, self._db)
+                self._report(found, identity)
+        if found.found is not Found.ADOPTED or found.candidate.program or found.candidate.layout:
+            return {}, found
+        return dict(found.options), found
+
+    def _report(self, found: Lookup, identity: Identity) -> None:
+        program = identity.fingerprint[:12]
+        if found.found is Found.ADOPTED:
+            if found.candidate.program or found.candidate.layout:
+                _say(f"program {program}: its adopted config rewrites the traced program, which only xtat.jit "
+                     "can apply; compiling it with XLA's defaults")
+            elif found.options:
+                _say(f"program {program}: adopted compile options applied ({', '.join(sorted(found.options))})")
+        elif found.found in (Found.STALE, Found.REJECTED, Found.UNREADABLE):
+            _say(f"program {program}: not applied ({found.reason})")
+
+    def _warn_once(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            _say(message)
+
+    def rejected(self, found: Lookup, error: Exception) -> None:
+        """XLA refused the adopted options: say so once, record it, and use XLA's defaults from now on."""
+        reason = f"this XLA rejected the adopted options: {type(error).__name__}: {error}"
+        _say(f"{reason}; compiling with XLA's defaults")
+        mark_rejected(self._db, found.result_id, reason)
+        with self._lock:
+            for key, value in list(self._lookups.items()):
+                if value is found:
+                    self._lookups[key] = Lookup(Found.REJECTED, reason, found.result_id)
+
+
+def install(db: str | Path | None) -> bool:
+    """Wrap jax's compile step in this process with an `Interceptor` of `db`; False (and one line
+    on stderr) when this jax has no such step to wrap."""
+    try:
+        from jax._src.interpreters import pxla
+
+        mesh_computation = pxla.MeshComputation
+        original: Callable = mesh_computation.compile
+    except (ImportError, AttributeError) as exc:
+        _say(f"this jax has no compile step xtat can wrap ({exc}); programs compile with XLA's defaults")
+        return False
+    if getattr(original, "_xtat_original", None) is not None:
+        return True  # installed already
+    interceptor = Interceptor(db)
+
+    def compile(self: Any, compiler_options: Any = None, *, device_assignment: Any = None) -> Any:
+        # Options of the caller's own (a compile call's, or jax.jit's `compiler_options`) win: untouched.
+        if compiler_options is not None or getattr(self, "_compiler_options_kvs", None):
+            return original(self, compiler_options, device_assignment=device_assignment)
+        cached = getattr(self, "_executable", None)
+        if cached is not None and device_assignment is None:
+            return cached
+        options, found = interceptor.options(self)
+        if not options or found is None:
+            return original(self, None, device_assignment=device_assignment)
+        try:
+            executable = original(self, options, device_assignment=device_assignment)
+        except Exception as exc:  # an option this XLA does not know or refuses
+            interceptor.rejected(found, exc)
+            return original(self, None, device_assignment=device_assignment)
+        if device_assignment is None:
+            self._executable = executable  # as jax caches its own default compile: one compile per lowering
+        return executable
+
+    compile._xtat_original = original  # type: ignore[attr-defined]
+    compile.__doc__ = original.__doc__
+    setattr(mesh_computation, "compile", compile)  # noqa: B010  (a method replaced on its class)
+    return True
