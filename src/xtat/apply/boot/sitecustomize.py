@@ -46,7 +46,7 @@ class _AfterJax(importlib.abc.MetaPathFinder):
             except Exception as exc:  # never the program's failure: it runs with XLA's defaults
                 sys.stderr.write(f"xtat run: adopted configs not applied ({type(exc).__name__}: {exc})\n")
 
-        setattr(spec.loader, "exec_module", exec_module)  # this loader alone: jax loads, then the install
+        setattr(spec.loader, "exec_module", exec_module)  # noqa: B010  (a method of this loader alone replaced)
         return spec
 
 
