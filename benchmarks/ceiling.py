@@ -25,7 +25,7 @@ measured together, in pairs and all at once. The fastest of some 30 noisy rows o
 again, each in a fresh process; the ceiling is the best of those fresh figures whose interval lies
 above 1; "1.000x" when none does.
 
-    .venv/bin/python benchmarks/ceiling.py TARGET [--rounds 15] [--pairs 3] [--top 3] [--recheck 3] [--json OUT.json]
+    .venv/bin/python benchmarks/ceiling.py TARGET [--rounds 15] [--pairs 6] [--top 3] [--recheck 3] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def main() -> None:
     parser.add_argument("target")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--min-batch-s", type=float, default=0.05)
-    parser.add_argument("--pairs", type=int, default=3, help="pairs of fresh processes per runtime decision's row")
+    parser.add_argument("--pairs", type=int, default=6, help="pairs of fresh processes per runtime decision's row")
     parser.add_argument("--top", type=int, default=3, help="combine the best this many decisions")
     parser.add_argument("--recheck", type=int, default=3,
                         help="measure the best this many again, each in a fresh process: the ceiling is their best")

@@ -67,6 +67,9 @@ class Workload:
     # Named dimensions of the arguments (`xtat.dims`): a tuple beside `args`, each entry a prefix of
     # its argument's pytree holding `xtat.dims(...)` per named array or None; read by the sharding stage.
     dims: tuple | None = None
+    # The program this workload stands for when it is a copy of one compiled elsewhere (a profiled
+    # script's, `xtat profile`): its records are keyed as that program, so `xtat run` finds them.
+    keyed_as: Identity | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.fn):
@@ -302,7 +305,7 @@ def capture(workload: Workload) -> Capture:
             f"workload {workload.display_name!r} fails to trace under jax.jit: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    identity = Identity.of(lowered)
+    identity = workload.keyed_as or Identity.of(lowered)
     try:
         with placed(Placement()) as recording:  # the export's trace records the marks it meets
             exported = export_flat(fn, dynamic_args, dynamic_kwargs, leaves)

@@ -86,28 +86,67 @@ def tune(
                                       "machine, never while one is timed (e.g. one per core); with more than "
                                       "one a resumed run may ask other configs than the interrupted one."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object last."),
+    profile: str | None = typer.Option(None, "--profile", help="Tune the hot programs of the newest profile of this "
+                                       "name (`xtat profile`) instead of a TARGET, the --time budget split by "
+                                       "their shares of the script's time."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
     from xtat.targets import load_target
     from xtat.tuner import TuneSettings
-    from xtat.tuner import tune as run_tune
 
     try:
-        workload = load_target(target or DEFAULT_TARGET, name)
-        if target is None and time is None:
+        if profile is not None:
+            if target is not None:
+                raise UserError("give a TARGET or --profile NAME, not both")
+            workloads, shares, stages = _profiled(db, profile, stages)
+        else:
+            workloads, shares = [load_target(target or DEFAULT_TARGET, name)], [1.0]
+        if target is None and profile is None and time is None:
             time = 60.0  # the built-in workload's quick start takes about a minute
-        given = {field: value for field, value in (("budget", budget), ("time_s", time),
-                                                   ("confirm_time_s", confirm_time)) if value is not None}
-        settings = TuneSettings.at(effort, **given, seed=seed, allow_numerics_change=allow_numerics_change,
-                                   rtol=rtol, atol=atol,
-                                   options=names(options) if options else None,
-                                   stages=names(stages),
-                                   formulation=formulation, strategy=strategy,
-                                   objectives=names(objectives), learn_from=tuple(map(str, learn_from or ())),
-                                   adopt_under_load=adopt_under_load, executor=executor, workers=workers,
-                                   compile_slots=compile_slots)
+        plans = []
+        for workload, share in zip(workloads, shares):
+            own_time = None if time is None else time * share / sum(shares)  # a program's gain is capped by its share
+            given = {field: value for field, value in (("budget", budget), ("time_s", own_time),
+                                                       ("confirm_time_s", confirm_time)) if value is not None}
+            plans.append((workload, TuneSettings.at(
+                effort, **given, seed=seed, allow_numerics_change=allow_numerics_change, rtol=rtol, atol=atol,
+                options=names(options) if options else None, stages=names(stages), formulation=formulation,
+                strategy=strategy, objectives=names(objectives), learn_from=tuple(map(str, learn_from or ())),
+                adopt_under_load=adopt_under_load, executor=executor, workers=workers, compile_slots=compile_slots)))
     except UserError as exc:
         _fail(str(exc))
+    for workload, settings in plans:
+        _tune_one(workload, settings, db, as_json)
+
+
+def _profiled(db: str | None, name: str, stages: str) -> tuple[list, list[float], str]:
+    """The hot programs of a profile as workloads, their shares, and the stages they are tuned in."""
+    from xtat.profile.session import HOT_SHARE, latest, workload
+
+    found = latest(db, name)
+    if not found.complete:
+        raise UserError(f"the newest profile {name!r} is incomplete ({'; '.join(found.notes)}): profile the script "
+                        "again until it runs to the end")
+    for program in found.programs:
+        if program.share >= HOT_SHARE and program.exported is None:
+            console.print(f"note: {program.name} ({program.share:.0%} of the time) is not tuned: {program.not_tunable}")
+    if not found.hot:
+        raise UserError(f"no program of profile {name!r} takes {HOT_SHARE:.0%} of the script's time or more "
+                        "(`xtat profile` lists them): nothing there to make the script faster")
+    # A profiled program is applied by `xtat run` through compile options; a runtime decision holds
+    # for the whole process and a rewrite needs the traced program, so neither is searched here.
+    kept = [stage for stage in names(stages) if stage not in ("runtime", "program")]
+    dropped = sorted(set(names(stages)) - set(kept))
+    if dropped:
+        console.print(f"note: profiled programs are tuned without the {', '.join(dropped)} stage(s): `xtat run` "
+                      "applies their configs as compile options")
+    return [workload(p, name) for p in found.hot], [p.share for p in found.hot], ",".join(kept)
+
+
+def _tune_one(workload, settings, db: str | None, as_json: bool) -> None:
+    """One workload tuned, with progress on stderr and its result on stdout."""
+    from xtat.tuner import tune as run_tune
+
     failures = 0
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console,
@@ -368,6 +407,47 @@ def run(command: list[str] = typer.Argument(..., help="The program and its argum
         launch(runtime, command, db)
     except UserError as exc:
         _fail(str(exc))
+
+
+@app.command(context_settings={"ignore_unknown_options": True})
+def profile(command: list[str] = typer.Argument(..., help="The program and its arguments, after `--`."),
+            db: str | None = DbOption,
+            name: str | None = typer.Option(None, "--name", help="The profile's name in the store (default: the "
+                                               "script's file name without .py)."),
+            ) -> None:
+    """Run a program as it is and record every program it compiles through jax, with its share of
+    the time; the hot ones are kept for `xtat tune --profile NAME`."""
+    from xtat.profile.session import HOT_SHARE
+    from xtat.profile.session import profile as run_profile
+
+    name = name or _script_name(command)
+    try:
+        found = run_profile(command, db, name)
+    except UserError as exc:
+        _fail(str(exc))
+    table = Table(title=f"profile {found.name!r}: {found.wall_s:.2f} s, exit status {found.exit_code}"
+                        + ("" if found.complete else " (incomplete)"))
+    for column in ("program", "share", "calls", "run s", "compile s", "kept for tuning", "fingerprint"):
+        table.add_column(column)
+    for p in found.programs:
+        kept = ("yes" + (f" ({p.inputs_note})" if p.inputs_note else "") if p.exported is not None
+                else p.not_tunable or (f"no: under {HOT_SHARE:.0%}" if p.share < HOT_SHARE else "no"))
+        table.add_row(p.name, f"{p.share:.1%}", str(p.calls), f"{p.run_s:.3f}", f"{p.compile_s:.2f}", kept,
+                      p.fingerprint[:12])
+    out.print(table)
+    for note in found.notes:
+        console.print(f"note: {note}")
+    if found.hot and found.complete:
+        console.print(f"next: xtat tune --profile {found.name}" + (f" --db {db}" if db else ""))
+    raise typer.Exit(found.exit_code)
+
+
+def _script_name(command: list[str]) -> str:
+    """The first argument that names a .py file (python train.py -> train), else the program's name."""
+    for part in command:
+        if part.endswith(".py"):
+            return Path(part).stem
+    return Path(command[0]).name if command else "script"
 
 
 @app.command()

@@ -141,3 +141,36 @@ def result_json(r: Result) -> dict:
         "speedup": r.speedup, "speedup_low": r.speedup_low, "speedup_high": r.speedup_high,
         "detail": r.detail, "created_at": r.created_at,
     }
+
+
+@dataclass(frozen=True)
+class ProfileRecord:
+    """One profiled run of a script (`xtat profile`)."""
+
+    id: int
+    name: str
+    command: list[str]
+    env: dict
+    complete: bool  # exit status 0 and every program recorded; an incomplete profile is never tuned
+    exit_code: int
+    wall_s: float
+    notes: list[str]
+    created_at: float
+
+
+@dataclass(frozen=True)
+class ProfiledProgram:
+    """One program a profiled script compiled, with its share of the script's time."""
+
+    fingerprint: str
+    program: str
+    name: str
+    avals: list[dict]
+    calls: int
+    run_s: float
+    compile_s: float
+    share: float
+    exported: bytes | None = None  # hot programs: what the tuner compiles
+    inputs: bytes | None = None  # .npz of its first call's inputs; None: seeded inputs (`inputs_note` says why)
+    inputs_note: str = ""
+    not_tunable: str = ""  # why a hot program has no `exported`

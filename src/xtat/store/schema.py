@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 5  # 2: trials.metrics, machine; 3: trials.raced; 4: claims (owner, lease) of trials and runs,
-#                      trials.node, locks; 5: paired timing (trials.reference_samples, speedup and its interval)
+SCHEMA_VERSION = 6  # 2: trials.metrics, machine; 3: trials.raced; 4: claims (owner, lease) of trials and runs,
+#                      trials.node, locks; 5: paired timing (trials.reference_samples, speedup and its interval);
+#                      6: profiles and their programs (`xtat profile`)
 APPLICATION = "xtat"
 
 metadata = sa.MetaData()
@@ -103,6 +104,39 @@ locks = sa.Table("locks", metadata, sa.Column("name", sa.Text, primary_key=True)
                  sa.Column("owner", sa.Text, nullable=False), sa.Column("lease_until", sa.Float, nullable=False))
 
 
+# `xtat profile`: one row per profiled run of a script, and one per program it compiled.
+profiles = sa.Table(
+    "profiles", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("name", sa.Text, nullable=False, index=True),
+    sa.Column("command", sa.Text, nullable=False),  # JSON list
+    sa.Column("env", sa.Text, nullable=False),  # the environment identity the programs were keyed in
+    sa.Column("complete", sa.Boolean, nullable=False),  # exit status 0 and the recorder's file whole
+    sa.Column("exit_code", sa.Integer, nullable=False),
+    sa.Column("wall_s", sa.Float, nullable=False),
+    sa.Column("notes", sa.Text, nullable=False),  # JSON list of what the profile could not do
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+profiled_programs = sa.Table(
+    "profiled_programs", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("profile_id", sa.Integer, sa.ForeignKey("profiles.id"), nullable=False, index=True),
+    sa.Column("fingerprint", sa.Text, nullable=False),
+    sa.Column("program", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("avals", sa.Text, nullable=False),  # JSON, as `describe_avals` writes them
+    sa.Column("calls", sa.Integer, nullable=False),
+    sa.Column("run_s", sa.Float, nullable=False),
+    sa.Column("compile_s", sa.Float, nullable=False),
+    sa.Column("share", sa.Float, nullable=False),  # run_s / the script's wall time
+    sa.Column("exported", sa.LargeBinary),  # jax.export serialization (hot programs)
+    sa.Column("inputs", sa.LargeBinary),  # .npz of its first call's inputs, or NULL (seeded inputs)
+    sa.Column("inputs_note", sa.Text, nullable=False),
+    sa.Column("not_tunable", sa.Text, nullable=False),
+)
+
+
 def _add_columns(*columns: sa.Column) -> Callable[[sa.Connection], None]:
     def migrate(conn: sa.Connection) -> None:
         for column in columns:
@@ -124,5 +158,6 @@ MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {
     3: _raced_from_metrics,
     4: _add_columns(trials.c.owner, trials.c.lease_until, trials.c.node, runs.c.owner, runs.c.lease_until),
     5: _add_columns(trials.c.reference_samples, trials.c.speedup, trials.c.speedup_low, trials.c.speedup_high),
+    6: lambda conn: None,  # new tables only
 }
 assert sorted(MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1))

@@ -32,6 +32,8 @@ from xtat.store.records import (
     TRIAL_FIELD,
     TRIAL_FIELDS,
     ImportReport,
+    ProfiledProgram,
+    ProfileRecord,
     Result,
     Trial,
     WorkloadRecord,
@@ -352,6 +354,41 @@ class Store:
         m = row._mapping
         return WorkloadRecord(m["id"], m["fingerprint"], m["program"], m["name"], json.loads(m["env"]),
                               json.loads(m["info"]))
+
+    # -- profiles (`xtat profile`) -----------------------------------------------
+
+    def add_profile(self, name: str, command: list[str], env: dict, complete: bool, exit_code: int, wall_s: float,
+                    notes: list[str], programs: list[ProfiledProgram]) -> int:
+        """One profiled run and its programs, in one transaction."""
+        with self._write() as conn:
+            profile_id = int(conn.execute(sa.insert(s.profiles).values(
+                name=name, command=json.dumps(command), env=json.dumps(env), complete=complete, exit_code=exit_code,
+                wall_s=wall_s, notes=json.dumps(notes), created_at=time.time())
+                .returning(s.profiles.c.id)).scalar_one())
+            for p in programs:
+                conn.execute(sa.insert(s.profiled_programs).values(
+                    profile_id=profile_id, fingerprint=p.fingerprint, program=p.program, name=p.name,
+                    avals=json.dumps(p.avals), calls=p.calls, run_s=p.run_s, compile_s=p.compile_s, share=p.share,
+                    exported=p.exported, inputs=p.inputs, inputs_note=p.inputs_note, not_tunable=p.not_tunable))
+            return profile_id
+
+    def latest_profile(self, name: str) -> ProfileRecord | None:
+        rows = self._rows(sa.select(s.profiles).where(s.profiles.c.name == name).order_by(s.profiles.c.id.desc())
+                          .limit(1))
+        if not rows:
+            return None
+        m = rows[0]._mapping
+        return ProfileRecord(m["id"], m["name"], json.loads(m["command"]), json.loads(m["env"]), bool(m["complete"]),
+                             int(m["exit_code"]), float(m["wall_s"]), json.loads(m["notes"]), float(m["created_at"]))
+
+    def profiled_programs(self, profile_id: int) -> list[ProfiledProgram]:
+        """A profile's programs, largest share first."""
+        rows = self._rows(sa.select(s.profiled_programs).where(s.profiled_programs.c.profile_id == profile_id)
+                          .order_by(s.profiled_programs.c.share.desc(), s.profiled_programs.c.id))
+        return [ProfiledProgram(m["fingerprint"], m["program"], m["name"], json.loads(m["avals"]), int(m["calls"]),
+                                float(m["run_s"]), float(m["compile_s"]), float(m["share"]), m["exported"],
+                                m["inputs"], m["inputs_note"], m["not_tunable"])
+                for m in (row._mapping for row in rows)]
 
     # -- runs -----------------------------------------------------------------
 

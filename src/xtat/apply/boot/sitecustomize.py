@@ -1,5 +1,6 @@
-"""Started by `xtat run` (its folder first on PYTHONPATH): apply the store's adopted compile options
-to every program this process compiles, once the program imports jax (`xtat.apply.intercept`).
+"""Started by `xtat run` and `xtat profile` (its folder first on PYTHONPATH): once the program
+imports jax, apply the store's adopted compile options to every program this process compiles
+(`xtat.apply.intercept`), or record them (`xtat.profile.recorder`).
 
 Nothing is imported here but the standard library, and jax is not imported early: a script may set
 its environment (JAX_PLATFORMS, XLA_FLAGS) before its own `import jax`. A sitecustomize that this
@@ -11,9 +12,14 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import time
+
+_STARTED = time.perf_counter()  # about when this process started: its profile's whole time counts from here
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _DB = "XTAT_RUN_DB"  # the store `xtat run` was given ("" for the default location)
+_PROFILE = "XTAT_PROFILE_DIR"  # where `xtat profile` wants this process's record (a folder per process)
+_HOT = "XTAT_PROFILE_HOT"  # the share of the time from which a program is kept for tuning
 
 
 def _run_the_shadowed_sitecustomize() -> None:
@@ -40,16 +46,23 @@ class _AfterJax(importlib.abc.MetaPathFinder):
         def exec_module(module):
             load(module)
             try:
-                from xtat.apply.intercept import install
+                if _PROFILE in os.environ:
+                    from xtat.profile.recorder import install as record
 
-                install(os.environ.get(_DB) or None)
+                    folder = os.path.join(os.environ[_PROFILE], str(os.getpid()))
+                    os.makedirs(folder, exist_ok=True)
+                    record(folder, float(os.environ.get(_HOT, "0.05")), _STARTED)
+                else:
+                    from xtat.apply.intercept import install
+
+                    install(os.environ.get(_DB) or None)
             except Exception as exc:  # never the program's failure: it runs with XLA's defaults
-                sys.stderr.write(f"xtat run: adopted configs not applied ({type(exc).__name__}: {exc})\n")
+                sys.stderr.write(f"xtat: nothing applied or recorded in this process ({type(exc).__name__}: {exc})\n")
 
         setattr(spec.loader, "exec_module", exec_module)  # noqa: B010  (a method of this loader alone replaced)
         return spec
 
 
 _run_the_shadowed_sitecustomize()
-if _DB in os.environ and "jax" not in sys.modules:
+if (_DB in os.environ or _PROFILE in os.environ) and "jax" not in sys.modules:
     sys.meta_path.insert(0, _AfterJax())

@@ -1,0 +1,1 @@
+"""`xtat profile`: the programs a script compiles through jax, and their share of its time."""

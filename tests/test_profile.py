@@ -1,0 +1,89 @@
+"""`xtat profile`: a script run as it is, its programs recorded with their shares; `xtat tune
+--profile` tunes the hot ones, keyed as the script compiles them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from xtat.store.sql import Store
+
+SCRIPT = Path(__file__).resolve().parent / "profiled.py"
+XTAT = [sys.executable, "-m", "xtat.cli.app"]
+
+
+def _profile(db, mode: str, *extra: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    return subprocess.run([*XTAT, "profile", "--db", str(db), "--name", mode, *extra, "--", sys.executable,
+                           str(SCRIPT), mode], capture_output=True, text=True, env=env, timeout=600)
+
+
+def _stored(db, name: str):
+    store = Store.open(db, read_only=True)
+    try:
+        record = store.latest_profile(name)
+        return record, store.profiled_programs(record.id) if record else []
+    finally:
+        store.close()
+
+
+def test_every_way_of_reaching_jax_jit_is_recorded_with_the_key_xtat_tune_gives_it(db):
+    result = _profile(db, "forms")
+    assert result.returncode == 0, result.stderr
+    keyed = json.loads([line for line in result.stdout.splitlines() if line.startswith("{")][0])
+    record, programs = _stored(db, "forms")
+    assert record.complete and record.exit_code == 0
+    recorded = {p.fingerprint for p in programs}
+    for form, fingerprint in keyed.items():
+        if fingerprint:
+            assert fingerprint in recorded, form  # each form, the donated one and both signatures
+    assert len(programs) >= len(keyed)  # nnx.jit and equinox.filter_jit programs among them
+    assert all(p.calls >= 1 and p.run_s > 0 for p in programs)
+    assert "profile 'forms'" in result.stdout  # the table is the result: on stdout
+
+
+def test_a_hot_program_is_kept_with_its_inputs_and_tuned_keyed_as_the_script_compiles_it(db):
+    result = _profile(db, "hot")
+    assert result.returncode == 0, result.stderr
+    record, programs = _stored(db, "hot")
+    hot = [p for p in programs if p.exported is not None]
+    assert len(hot) == 1 and hot[0].share > 0.05 and hot[0].calls == 300 and hot[0].inputs is not None
+    assert all(p.share < 0.05 for p in programs if p.exported is None)
+
+    tuned = subprocess.run([*XTAT, "tune", "--profile", "hot", "--db", str(db), "--budget", "3", "--stages",
+                            "codegen", "--effort", "quick"], capture_output=True, text=True, timeout=600)
+    assert tuned.returncode == 0, tuned.stderr
+    store = Store.open(db, read_only=True)
+    try:
+        workload = store.workload(hot[0].fingerprint)  # the script's own key, not the exported copy's
+        assert workload is not None and workload.name == f"hot/{hot[0].name}"
+        assert store.latest_result(workload.id) is not None
+    finally:
+        store.close()
+
+
+def test_a_script_that_fails_or_is_killed_passes_its_status_through_and_is_never_tuned(db):
+    failed = _profile(db, "fail")
+    assert failed.returncode == 3
+    record, programs = _stored(db, "fail")
+    assert not record.complete and record.exit_code == 3 and programs  # what it recorded, marked incomplete
+    killed = _profile(db, "kill")
+    assert killed.returncode == 128 + 9
+    record, programs = _stored(db, "kill")
+    assert not record.complete and programs == []  # its recorder never wrote: nothing half-written kept
+    for name in ("fail", "kill"):
+        refused = subprocess.run([*XTAT, "tune", "--profile", name, "--db", str(db)], capture_output=True, text=True,
+                                 timeout=300)
+        assert refused.returncode == 2 and "incomplete" in refused.stderr
+
+
+def test_a_hot_program_with_a_host_callback_is_recorded_and_said_not_tunable(db):
+    result = _profile(db, "callback")
+    assert result.returncode == 0, result.stderr
+    record, programs = _stored(db, "callback")
+    hot = [p for p in programs if p.share >= 0.05]
+    assert len(hot) == 1 and hot[0].exported is None and "cannot be exported" in hot[0].not_tunable
+    assert "cannot be exported" in result.stdout  # the table says why it is not kept
