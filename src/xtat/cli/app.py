@@ -134,8 +134,8 @@ def _profiled(db: str | None, name: str, stages: str) -> tuple[list, list[float]
         raise UserError(f"no program of profile {name!r} takes {HOT_SHARE:.0%} of the script's time or more "
                         "(`xtat profile` lists them): nothing there to make the script faster")
     # A profiled program is applied by `xtat run` through compile options; a runtime decision holds
-    # for the whole process and a rewrite needs the traced program, so neither is searched here.
-    kept = [stage for stage in names(stages) if stage not in ("runtime", "program")]
+    # for the whole process, and a rewrite or a layout needs the traced program: none is searched here.
+    kept = [stage for stage in names(stages) if stage in ("passes", "codegen", "tiles")]
     dropped = sorted(set(names(stages)) - set(kept))
     if dropped:
         console.print(f"note: profiled programs are tuned without the {', '.join(dropped)} stage(s): `xtat run` "
