@@ -60,9 +60,18 @@ def test_a_hot_program_is_kept_with_its_inputs_and_tuned_keyed_as_the_script_com
     try:
         workload = store.workload(hot[0].fingerprint)  # the script's own key, not the exported copy's
         assert workload is not None and workload.name == f"hot/{hot[0].name}"
-        assert store.latest_result(workload.id) is not None
+        result = store.latest_result(workload.id)
+        assert result is not None
     finally:
         store.close()
+
+    # The user's figure: the whole script plain and under xtat run, beside what the profile predicts.
+    compared = subprocess.run([*XTAT, "run", "--compare", "2", "--db", str(db), "--", sys.executable, str(SCRIPT),
+                               "hot"], capture_output=True, text=True, timeout=600)
+    assert compared.returncode == 0, compared.stderr
+    assert "2 alternating rounds" in compared.stdout and hot[0].fingerprint[:12] in compared.stdout
+    expected = f"{result.speedup:.3f}x" if result.adopted else "1.000x"
+    assert expected in compared.stdout  # the program's adopted speedup (1 when nothing was adopted)
 
 
 def test_a_script_that_fails_or_is_killed_passes_its_status_through_and_is_never_tuned(db):

@@ -376,10 +376,17 @@ def _layout_document(layout: str) -> dict:
 def run(command: list[str] = typer.Argument(..., help="The program and its arguments, after `--`."),
         db: str | None = DbOption,
         workload: str | None = typer.Option(None, "--workload", help="Apply this workload's runtime decisions "
-                                            "(name or fingerprint prefix) when the store's workloads differ.")
+                                            "(name or fingerprint prefix) when the store's workloads differ."),
+        compare: int = typer.Option(0, "--compare", help="Instead of one run: time the command N times plain and "
+                                    "N times under xtat run, alternating, and report the end-to-end speedup."),
+        profile: str | None = typer.Option(None, "--profile", help="With --compare: the profile whose shares "
+                                           "predict the speedup (default: the one named after the script)."),
         ) -> None:
     """Start a program with the adopted CPU count and host device count, and with the adopted compile
     options of every program it compiles through jax: `xtat run -- python train.py`."""
+    if compare:
+        _compare_runs(command, db, compare, profile)
+        return
     from xtat.apply.launch import RuntimePlan, launch, plan
     from xtat.candidate import ProcessSetup
     from xtat.store.sql import Store, default_location, sqlite_path
@@ -448,6 +455,40 @@ def _script_name(command: list[str]) -> str:
         if part.endswith(".py"):
             return Path(part).stem
     return Path(command[0]).name if command else "script"
+
+
+def _compare_runs(command: list[str], db: str | None, rounds: int, profile_name: str | None) -> None:
+    from xtat.profile.figure import compare
+    from xtat.profile.session import latest
+
+    name = profile_name or _script_name(command)
+    try:
+        try:
+            found = latest(db, name)
+        except UserError:
+            if profile_name is not None:
+                raise
+            found = None  # no profile of this script: the figure alone, no prediction
+        console.print(f"timing {' '.join(command)}: {rounds} rounds, plain and under xtat run, output discarded")
+        figure = compare(command, db, rounds, found)
+    except UserError as exc:
+        _fail(str(exc))
+    ratio, low, high = figure.speedup
+    table = Table(title=f"{' '.join(command)}: plain against xtat run, {figure.rounds} alternating rounds")
+    for column in ("plain s (median)", "xtat run s (median)", "speedup [95% CI]", "predicted by the profile"):
+        table.add_column(column)
+    predicted = "-" if figure.predicted is None else f"{figure.predicted:.3f}x"
+    table.add_row(f"{sorted(figure.plain_s)[len(figure.plain_s) // 2]:.3f}",
+                  f"{sorted(figure.tuned_s)[len(figure.tuned_s) // 2]:.3f}", f"{ratio:.3f}x [{low:.3f}, {high:.3f}]",
+                  predicted)
+    out.print(table)
+    if figure.programs:
+        programs = Table(title=f"profile {name!r}: each program's share and adopted speedup")
+        for column in ("program", "share", "adopted speedup", "store says", "fingerprint"):
+            programs.add_column(column)
+        for gain in figure.programs:
+            programs.add_row(gain.name, f"{gain.share:.1%}", f"{gain.speedup:.3f}x", gain.found, gain.fingerprint[:12])
+        out.print(programs)
 
 
 @app.command()
