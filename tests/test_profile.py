@@ -96,3 +96,34 @@ def test_a_hot_program_with_a_host_callback_is_recorded_and_said_not_tunable(db)
     hot = [p for p in programs if p.share >= 0.05]
     assert len(hot) == 1 and hot[0].exported is None and "cannot be exported" in hot[0].not_tunable
     assert "cannot be exported" in result.stdout  # the table says why it is not kept
+
+
+# A stand-in for a script whose whole run is faster on one CPU (a test double of the machine's
+# behaviour: it reads its own affinity): the runtime decision is timed as the whole command.
+ONE_CPU_FASTER = "import os, time; time.sleep(0.05 if len(os.sched_getaffinity(0)) == 1 else 0.4)"
+
+
+def test_the_runtime_decision_is_chosen_by_the_whole_scripts_time_and_applied_by_xtat_run(db, tmp_path):
+    import pytest
+
+    from xtat.profile.runtime import choose
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs to tell one from all")
+    command = [sys.executable, "-c", ONE_CPU_FASTER]
+    choice = choose("stand-in", command, str(tmp_path), db, rounds=6)
+    assert choice.adopted == {"cpus": 1}, choice.describe()
+    assert {json.dumps(t.config) for t in choice.trials} >= {'{"cpus": 1}', '{"host_devices": 2}'}
+    read_back = subprocess.run([*XTAT, "run", "--db", str(db), "--", sys.executable, "-c",
+                                "import os; print(len(os.sched_getaffinity(0)))"], capture_output=True, text=True,
+                               timeout=300)
+    assert read_back.returncode == 0 and read_back.stdout.strip() == "1", read_back.stderr
+    assert "stand-in (whole script)" in read_back.stderr
+
+    # Chosen again where no setup helps: the earlier choice is no longer applied.
+    flat = choose("stand-in", [sys.executable, "-c", "import time; time.sleep(0.1)"], str(tmp_path), db, rounds=2)
+    assert flat.adopted == {}
+    again = subprocess.run([*XTAT, "run", "--db", str(db), "--", sys.executable, "-c",
+                            "import os; print(len(os.sched_getaffinity(0)))"], capture_output=True, text=True,
+                           timeout=300)
+    assert again.stdout.strip() == str(len(os.sched_getaffinity(0))), again.stderr

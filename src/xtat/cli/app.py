@@ -98,9 +98,9 @@ def tune(
         if profile is not None:
             if target is not None:
                 raise UserError("give a TARGET or --profile NAME, not both")
-            workloads, shares, stages = _profiled(db, profile, stages)
+            workloads, shares, searched = _profiled(db, profile, stages)
         else:
-            workloads, shares = [load_target(target or DEFAULT_TARGET, name)], [1.0]
+            workloads, shares, searched = [load_target(target or DEFAULT_TARGET, name)], [1.0], stages
         if target is None and profile is None and time is None:
             time = 60.0  # the built-in workload's quick start takes about a minute
         plans = []
@@ -110,13 +110,33 @@ def tune(
                                                        ("confirm_time_s", confirm_time)) if value is not None}
             plans.append((workload, TuneSettings.at(
                 effort, **given, seed=seed, allow_numerics_change=allow_numerics_change, rtol=rtol, atol=atol,
-                options=names(options) if options else None, stages=names(stages), formulation=formulation,
+                options=names(options) if options else None, stages=names(searched), formulation=formulation,
                 strategy=strategy, objectives=names(objectives), learn_from=tuple(map(str, learn_from or ())),
                 adopt_under_load=adopt_under_load, executor=executor, workers=workers, compile_slots=compile_slots)))
     except UserError as exc:
         _fail(str(exc))
     for workload, settings in plans:
         _tune_one(workload, settings, db, as_json)
+    if profile is not None and "runtime" in names(stages):
+        _choose_runtime(db, profile)
+
+
+SCRIPT_ROUNDS = 6  # whole-script runs per runtime setup, each against one without: an exact 95% interval needs 6
+
+
+def _choose_runtime(db: str | None, name: str) -> None:
+    from xtat.candidate import available_cpus
+    from xtat.profile.runtime import choose
+    from xtat.profile.session import latest
+
+    if len(available_cpus()) < 2:
+        return
+    found = latest(db, name)
+    console.print(f"choosing the runtime decision by the whole script's time: {SCRIPT_ROUNDS} rounds per setup of "
+                  f"{' '.join(found.command)} (in {found.cwd}), plain and under it")
+    with user_errors():
+        choice = choose(name, found.command, found.cwd, db, SCRIPT_ROUNDS)
+    out.print(choice.describe())
 
 
 def _profiled(db: str | None, name: str, stages: str) -> tuple[list, list[float], str]:

@@ -41,6 +41,8 @@ class Profile:
 
     id: int
     name: str
+    command: list[str]
+    cwd: str
     complete: bool
     exit_code: int
     wall_s: float
@@ -109,10 +111,10 @@ def _store(folder: Path, pid: int, command: list[str], db: str | Path | None, na
     env = environment_identity()
     store = Store.open(db)
     try:
-        profile_id = store.add_profile(name, command, env, complete, exit_code, wall, notes, programs)
+        profile_id = store.add_profile(name, command, os.getcwd(), env, complete, exit_code, wall, notes, programs)
     finally:
         store.close()
-    return Profile(profile_id, name, complete, exit_code, wall, programs, notes)
+    return Profile(profile_id, name, command, os.getcwd(), complete, exit_code, wall, programs, notes)
 
 
 def _program(folder: Path, seen, wall: float, hot: float) -> ProfiledProgram:
@@ -135,7 +137,8 @@ def latest(db: str | Path | None, name: str) -> Profile:
         programs = store.profiled_programs(record.id)
     finally:
         store.close()
-    return Profile(record.id, record.name, record.complete, record.exit_code, record.wall_s, programs, record.notes)
+    return Profile(record.id, record.name, record.command, record.cwd, record.complete, record.exit_code,
+                   record.wall_s, programs, record.notes)
 
 
 def workload(profiled: ProfiledProgram, profile_name: str) -> Workload:

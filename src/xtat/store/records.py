@@ -150,6 +150,7 @@ class ProfileRecord:
     id: int
     name: str
     command: list[str]
+    cwd: str
     env: dict
     complete: bool  # exit status 0 and every program recorded; an incomplete profile is never tuned
     exit_code: int

@@ -110,6 +110,7 @@ profiles = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True),
     sa.Column("name", sa.Text, nullable=False, index=True),
     sa.Column("command", sa.Text, nullable=False),  # JSON list
+    sa.Column("cwd", sa.Text, nullable=False),  # the directory it ran in
     sa.Column("env", sa.Text, nullable=False),  # the environment identity the programs were keyed in
     sa.Column("complete", sa.Boolean, nullable=False),  # exit status 0 and the recorder's file whole
     sa.Column("exit_code", sa.Integer, nullable=False),

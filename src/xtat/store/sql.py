@@ -357,12 +357,13 @@ class Store:
 
     # -- profiles (`xtat profile`) -----------------------------------------------
 
-    def add_profile(self, name: str, command: list[str], env: dict, complete: bool, exit_code: int, wall_s: float,
-                    notes: list[str], programs: list[ProfiledProgram]) -> int:
+    def add_profile(self, name: str, command: list[str], cwd: str, env: dict, complete: bool, exit_code: int,
+                    wall_s: float, notes: list[str], programs: list[ProfiledProgram]) -> int:
         """One profiled run and its programs, in one transaction."""
         with self._write() as conn:
             profile_id = int(conn.execute(sa.insert(s.profiles).values(
-                name=name, command=json.dumps(command), env=json.dumps(env), complete=complete, exit_code=exit_code,
+                name=name, command=json.dumps(command), cwd=cwd, env=json.dumps(env), complete=complete,
+                exit_code=exit_code,
                 wall_s=wall_s, notes=json.dumps(notes), created_at=time.time())
                 .returning(s.profiles.c.id)).scalar_one())
             for p in programs:
@@ -378,7 +379,8 @@ class Store:
         if not rows:
             return None
         m = rows[0]._mapping
-        return ProfileRecord(m["id"], m["name"], json.loads(m["command"]), json.loads(m["env"]), bool(m["complete"]),
+        return ProfileRecord(m["id"], m["name"], json.loads(m["command"]), m["cwd"], json.loads(m["env"]),
+                             bool(m["complete"]),
                              int(m["exit_code"]), float(m["wall_s"]), json.loads(m["notes"]), float(m["created_at"]))
 
     def profiled_programs(self, profile_id: int) -> list[ProfiledProgram]:
