@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from xtat.store.sql import Store
 
 SCRIPT = Path(__file__).resolve().parent / "profiled.py"
@@ -104,8 +106,6 @@ ONE_CPU_FASTER = "import os, time; time.sleep(0.05 if len(os.sched_getaffinity(0
 
 
 def test_the_runtime_decision_is_chosen_by_the_whole_scripts_time_and_applied_by_xtat_run(db, tmp_path):
-    import pytest
-
     from xtat.profile.runtime import choose
 
     if len(os.sched_getaffinity(0)) < 2:
