@@ -66,9 +66,35 @@ class Interceptor:
         self._lookups: dict[str, Lookup] = {}
         self._lock = threading.Lock()
         self._warned = False
+        self._keys: set[str] | None = None  # the store's fingerprints and program keys, read once
+
+    def _stored_keys(self) -> set[str]:
+        """Every fingerprint and program key the store holds: a program with neither is looked up
+        no further (one read of the store per process, not one per compile)."""
+        if self._keys is None:
+            from xtat.store.sql import Store, default_location, sqlite_path
+
+            location = self._db if self._db is not None else default_location()
+            keys: set[str] = set()
+            try:
+                file = sqlite_path(location)
+                if file is None or file.exists():
+                    store = Store.open(location, read_only=True)
+                    try:
+                        if not store.is_new():
+                            keys = {key for w in store.workloads() for key in (w.fingerprint, w.program)}
+                    finally:
+                        store.close()
+            except Exception as exc:  # an unreadable store: nothing applied, said once
+                self._warn_once(f"the store is unreadable ({type(exc).__name__}: {exc}); compiling with XLA's defaults")
+            self._keys = keys
+        return self._keys
 
     def options(self, computation: Any) -> tuple[dict[str, object], Lookup | None]:
         """The compile options to add for this program ({} for XLA's defaults) and its lookup."""
+        with self._lock:
+            if not self._stored_keys():
+                return {}, None  # nothing tuned: not even a fingerprint to take
         try:
             identity = identity_of(computation)
         except Exception as exc:  # a jax whose private lowering reads differently
@@ -78,7 +104,10 @@ class Interceptor:
         with self._lock:
             found = self._lookups.get(identity.fingerprint)
             if found is None:
-                found = self._lookups[identity.fingerprint] = lookup(identity, self._db)
+                stored = self._stored_keys()
+                found = (lookup(identity, self._db) if identity.fingerprint in stored or identity.program in stored
+                         else Lookup(Found.NO_RECORD))
+                self._lookups[identity.fingerprint] = found
                 self._report(found, identity)
         if found.found is not Found.ADOPTED or found.candidate.program or found.candidate.layout:
             return {}, found
