@@ -68,8 +68,8 @@ def test_a_hot_program_is_kept_with_its_inputs_and_tuned_keyed_as_the_script_com
         store.close()
 
     # The user's figure: the whole script plain and under xtat run, beside what the profile predicts.
-    compared = subprocess.run([*XTAT, "run", "--compare", "2", "--db", str(db), "--", sys.executable, str(SCRIPT),
-                               "hot"], capture_output=True, text=True, timeout=600)
+    compared = subprocess.run([*XTAT, "run", "--compare", "2", "--profile", "hot", "--db", str(db), "--",
+                               sys.executable, str(SCRIPT), "hot"], capture_output=True, text=True, timeout=600)
     assert compared.returncode == 0, compared.stderr
     assert "2 alternating rounds" in compared.stdout and hot[0].fingerprint[:12] in compared.stdout
     expected = f"{result.speedup:.3f}x" if result.adopted else "1.000x"
@@ -103,6 +103,7 @@ def test_a_hot_program_with_a_host_callback_is_recorded_and_said_not_tunable(db)
 # A stand-in for a script whose whole run is faster on one CPU (a test double of the machine's
 # behaviour: it reads its own affinity): the runtime decision is timed as the whole command.
 ONE_CPU_FASTER = "import os, time; time.sleep(0.05 if len(os.sched_getaffinity(0)) == 1 else 0.4)"
+ONE_CPU_SLOWER = "import os, time; time.sleep(0.4 if len(os.sched_getaffinity(0)) == 1 else 0.05)"
 
 
 def test_the_runtime_decision_is_chosen_by_the_whole_scripts_time_and_applied_by_xtat_run(db, tmp_path):
@@ -120,9 +121,9 @@ def test_the_runtime_decision_is_chosen_by_the_whole_scripts_time_and_applied_by
     assert read_back.returncode == 0 and read_back.stdout.strip() == "1", read_back.stderr
     assert "stand-in (whole script)" in read_back.stderr
 
-    # Chosen again where no setup helps: the earlier choice is no longer applied.
-    flat = choose("stand-in", [sys.executable, "-c", "import time; time.sleep(0.1)"], str(tmp_path), db, rounds=2)
-    assert flat.adopted == {}
+    # Chosen again where one CPU makes the script slower: it is not adopted, and the earlier choice is withdrawn.
+    slower = choose("stand-in", [sys.executable, "-c", ONE_CPU_SLOWER], str(tmp_path), db, rounds=6)
+    assert "cpus" not in slower.adopted, slower.describe()
     again = subprocess.run([*XTAT, "run", "--db", str(db), "--", sys.executable, "-c",
                             "import os; print(len(os.sched_getaffinity(0)))"], capture_output=True, text=True,
                            timeout=300)

@@ -140,7 +140,7 @@ def test_program_stage_decisions_are_the_same_under_a_layouts_constraints():
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    from xtat.dims import Placement, placed
+    from xtat.dimnames import Placement, placed
     from xtat.stages.program import discover, rewrite
     from xtat.stages.program.rewriting import trace, walk_points
 

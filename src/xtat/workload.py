@@ -33,7 +33,7 @@ from xtat.arguments import (
     partition,
     unwrap_jit,
 )
-from xtat.dims import Mark, Placement, leaf_dims, marks_of, placed
+from xtat.dimnames import Mark, Placement, leaf_dims, marks_of, placed
 from xtat.errors import UserError
 from xtat.source import Source
 

@@ -24,10 +24,11 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from xtat.apply.lookup import Found, Lookup, lookup, mark_rejected
-from xtat.workload import Identity, environment_identity, fingerprint, program_key
+if TYPE_CHECKING:  # imported when a program is first compiled: a process that compiles none pays nothing
+    from xtat.apply.lookup import Lookup
+    from xtat.workload import Identity
 
 PREFIX = "xtat run: "
 
@@ -41,6 +42,8 @@ def identity_of(computation: Any) -> Identity:
     """The `Identity` of a lowered program as jax hands it to its compiler (`MeshComputation`): the
     same keys `Identity.of(jax.jit(f).lower(...))` gives. Hoisted constants come first in its
     inputs and are not the user's arguments, so they are left out, as `Lowered.args_info` does."""
+    from xtat.workload import Identity, environment_identity, fingerprint, program_key
+
     constants = len(computation.const_args)
     avals = computation.compile_args["all_args_info"].in_avals[constants:]
     # Donation flags are kept for the inputs the program uses (jax drops unused ones); an unused
@@ -92,6 +95,8 @@ class Interceptor:
 
     def options(self, computation: Any) -> tuple[dict[str, object], Lookup | None]:
         """The compile options to add for this program ({} for XLA's defaults) and its lookup."""
+        from xtat.apply.lookup import Found, Lookup, lookup
+
         with self._lock:
             if not self._stored_keys():
                 return {}, None  # nothing tuned: not even a fingerprint to take
@@ -114,6 +119,8 @@ class Interceptor:
         return dict(found.options), found
 
     def _report(self, found: Lookup, identity: Identity) -> None:
+        from xtat.apply.lookup import Found
+
         program = identity.fingerprint[:12]
         if found.found is Found.ADOPTED:
             if found.candidate.program or found.candidate.layout:
@@ -131,6 +138,8 @@ class Interceptor:
 
     def rejected(self, found: Lookup, error: Exception) -> None:
         """XLA refused the adopted options: say so once, record it, and use XLA's defaults from now on."""
+        from xtat.apply.lookup import Found, Lookup, mark_rejected
+
         reason = f"this XLA rejected the adopted options: {type(error).__name__}: {error}"
         _say(f"{reason}; compiling with XLA's defaults")
         mark_rejected(self._db, found.result_id, reason)

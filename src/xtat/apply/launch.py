@@ -12,14 +12,17 @@ which applies the compile options inside the program (`intercept.py`).
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from xtat.apply.lookup import Unvetted, vetted
-from xtat.candidate import ProcessSetup
-from xtat.errors import UserError
-from xtat.store.sql import Store
+if TYPE_CHECKING:  # this module is `xtat run`'s start: it imports neither jax nor the store until it must
+    from xtat.candidate import ProcessSetup
+    from xtat.store.sql import Store
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,10 @@ def plan(store: Store, env: dict[str, str], workload: str | None = None) -> Runt
     Workloads that disagree are refused unless one is named: a process has
     one affinity and one device count.
     """
+    from xtat.apply.lookup import Unvetted, vetted
+    from xtat.candidate import ProcessSetup
+    from xtat.errors import UserError
+
     records = [store.find_workload(workload)] if workload else store.workloads()
     setups: dict[str, ProcessSetup] = {}
     skipped = []
@@ -86,11 +93,71 @@ def launch(runtime: RuntimePlan, command: list[str], db: str | Path | None) -> N
     """Enter the plan's process setup and replace this process with `command`, whose Python processes
     compile with the adopted options of `db` (None: the default store); returns only on failure."""
     runtime.setup.enter()
+    _exec(command, db)
+
+
+def _exec(command: list[str], db: str | Path | None) -> None:
+    from xtat.errors import UserError
+
     os.environ.update(program_environment(dict(os.environ), db))
     try:
         os.execvp(command[0], command)
     except OSError as exc:
         raise UserError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from exc
+
+
+def fast_run(arguments: list[str]) -> None:
+    """`xtat run [--db PATH] -- COMMAND` without jax, typer or SQLAlchemy, when the store (an SQLite
+    file, or none) holds no adopted runtime decision: nothing then needs this process's environment
+    identity (jax, and its backend started), so it sets the program's environment and `exec`s at
+    once. Returns, having done nothing, for anything else: the full command handles it."""
+    db, command = _simple_run(arguments)
+    if command is None:
+        return
+    location = db or os.environ.get("XTAT_DB") or str(Path.home() / ".cache" / "xtat" / "xtat.db")
+    if "://" in location and not location.startswith("sqlite:///"):
+        return  # a server: SQLAlchemy and psycopg read it
+    file = Path(location.removeprefix("sqlite:///"))
+    if file.exists():
+        if _holds_runtime_decisions(file):
+            return
+        said = f"no runtime decision adopted in {file}: the program keeps its CPUs and devices"
+    else:
+        said = f"not applied: no store at {file}: nothing is tuned yet"
+    sys.stderr.write(f"xtat run: {said}\n")
+    sys.stderr.flush()
+    try:
+        _exec(command, db)
+    except Exception:  # a command that does not start: the full command says why, with its exit status
+        return
+
+
+def _simple_run(arguments: list[str]) -> tuple[str | None, list[str] | None]:
+    """(--db, the command) of `[--db PATH] -- COMMAND...`; (None, None) for any other form."""
+    db = None
+    rest = list(arguments)
+    while rest and rest[0] != "--":
+        if rest[0] == "--db" and len(rest) > 1:
+            db, rest = rest[1], rest[2:]
+        elif rest[0].startswith("--db="):
+            db, rest = rest[0][len("--db="):], rest[1:]
+        else:
+            return None, None
+    if len(rest) < 2:
+        return None, None
+    return db, rest[1:]
+
+
+def _holds_runtime_decisions(file: Path) -> bool:
+    """Whether any workload's latest result adopts a runtime decision (or the file cannot be read
+    this simply: then the full command reads it)."""
+    try:
+        with sqlite3.connect(f"file:{file}?mode=ro", uri=True) as conn:
+            rows = conn.execute("SELECT r.config FROM results r WHERE r.adopted AND r.id = "
+                                "(SELECT MAX(id) FROM results WHERE workload_id = r.workload_id)").fetchall()
+        return any((json.loads(config) or {}).get("runtime") for (config,) in rows)
+    except (sqlite3.Error, ValueError, AttributeError):
+        return True
 
 
 def program_environment(base: dict[str, str], db: str | Path | None) -> dict[str, str]:

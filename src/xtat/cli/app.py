@@ -494,7 +494,7 @@ def _compare_runs(command: list[str], db: str | None, rounds: int, profile_name:
     except UserError as exc:
         _fail(str(exc))
     ratio, low, high = figure.speedup
-    table = Table(title=f"{' '.join(command)}: plain against xtat run, {figure.rounds} alternating rounds")
+    table = Table(title=f"plain against xtat run, {figure.rounds} alternating rounds")
     for column in ("plain s (median)", "xtat run s (median)", "speedup [95% CI]", "predicted by the profile"):
         table.add_column(column)
     predicted = "-" if figure.predicted is None else f"{figure.predicted:.3f}x"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from xtat.apply.lookup import Found, lookup
 from xtat.errors import UserError
-from xtat.profile.session import Profile
+from xtat.profile.session import XTAT_COMMAND, Profile
 from xtat.runner.timing import speedup_ci
 from xtat.store.records import ProfiledProgram
 from xtat.workload import Identity
@@ -51,7 +51,7 @@ def compare(command: list[str], db: str | Path | None, rounds: int, profile: Pro
             seed: int = 0) -> ScriptFigure:
     if rounds < 2:
         raise UserError("--compare needs at least 2 rounds to give an interval")
-    tuned = [sys.executable, "-m", "xtat.cli.app", "run", *([] if db is None else ["--db", str(db)]), "--",
+    tuned = [sys.executable, "-c", XTAT_COMMAND, "run", *([] if db is None else ["--db", str(db)]), "--",
              *command]
     order = random.Random(seed)
     plain_s: list[float] = []

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from xtat.candidate import ProcessSetup
 from xtat.errors import UserError
+from xtat.profile.session import XTAT_COMMAND
 from xtat.runner.timing import speedup_ci
 from xtat.space.space import config_key
 from xtat.stages.runtime import CPUS, HOST_DEVICES, runtime_decisions
@@ -74,9 +75,9 @@ def choose(name: str, command: list[str], cwd: str, db: str | Path | None, round
            seed: int = 0) -> RuntimeChoice:
     """Time each offered runtime setup as the whole command (run in `cwd`, where it was profiled) and
     record the one adopted."""
-    if rounds < 2:
-        raise UserError("the runtime decision needs at least 2 rounds per setup")
-    under_run = [sys.executable, "-m", "xtat.cli.app", "run", *([] if db is None else ["--db", str(db)]), "--",
+    if rounds < 6:
+        raise UserError("the runtime decision needs at least 6 rounds per setup: fewer give no 95% interval")
+    under_run = [sys.executable, "-c", XTAT_COMMAND, "run", *([] if db is None else ["--db", str(db)]), "--",
                  *command]
     _forget(name, db)  # the old choice must not be applied to the plain arm
     trials = []
@@ -88,7 +89,8 @@ def choose(name: str, command: list[str], cwd: str, db: str | Path | None, round
             config = {decision.id: value}
             setup = ProcessSetup(cpus=value if decision.id == CPUS else None,
                                  host_devices=value if decision.id == HOST_DEVICES else None)
-            plain, under = [], []
+            plain: list[float] = []
+            under: list[float] = []
             for _ in range(rounds):
                 arms = [("plain", ProcessSetup()), ("with", setup)]
                 order.shuffle(arms)
@@ -146,6 +148,8 @@ def _record(name: str, trial: RuntimeTrial, db: str | Path | None) -> None:
         key = config_key(config)
         existing = store.trial(workload_id, key)
         trial_id = existing.id if existing is not None else store.start_trial(workload_id, run_id, config, key)
+        if trial_id is None:
+            raise UserError(f"the record of {name}'s runtime decision is being written by another process; try again")
         store.finish_trial(trial_id, TrialStatus.OK, median_s=chosen, samples=list(trial.with_s),
                            reference_samples=list(trial.plain_s), speedup=trial.speedup[0],
                            speedup_low=trial.speedup[1], speedup_high=trial.speedup[2])

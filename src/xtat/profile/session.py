@@ -33,6 +33,8 @@ from xtat.store.sql import Store
 from xtat.workload import Identity, Workload, environment_identity, fingerprint
 
 HOT_SHARE = 0.05  # a program of less of the script's time cannot make it more than 5% faster
+# The `xtat` command as its console script starts it (`xtat run`'s fast start included), for this Python.
+XTAT_COMMAND = "from xtat.cli import main; main()"
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ def named_like(tree: PyTree, rules: dict[tuple, tuple[str, ...]]) -> PyTree:
     (`("moe", "w_in") -> ("experts", "d_model", "d_ff")`) and has its rank, None elsewhere; names
     outside LAYOUT_NAMES become unsplit axes. The parameters' rules name the optimizer state's
     moments too, whose paths end the same way."""
-    from xtat.dims import dims
+    from xtat.dimnames import dims
 
     def one(path: tuple, leaf: Any) -> Any:
         keys = tuple(_key_name(k) for k in path)

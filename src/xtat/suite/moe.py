@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from xtat.dims import dims as xtat_dims
+from xtat.dimnames import dims as xtat_dims
 from xtat.stages.program.knobs import knob
 from xtat.suite import SuiteEntry
 from xtat.suite.common import named_like

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xtat.dims import Placement, placed
+from xtat.dimnames import Placement, placed
 from xtat.errors import UserError
 
 AXES = ("data", "model")  # Mesh-TF's two mesh axes: rows (data parallel) and columns (model parallel)
