@@ -11,7 +11,6 @@ together predict `1 / (1 - sum f (1 - 1/s))`; programs with nothing adopted coun
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 from xtat.apply.lookup import Found, lookup
 from xtat.errors import UserError
 from xtat.profile.session import XTAT_COMMAND, Profile
-from xtat.runner.timing import speedup_ci
+from xtat.runner.timing import interleave, speedup_ci
 from xtat.store.records import ProfiledProgram
 from xtat.workload import Identity
 
@@ -53,14 +52,10 @@ def compare(command: list[str], db: str | Path | None, rounds: int, profile: Pro
         raise UserError("--compare needs at least 2 rounds to give an interval")
     tuned = [sys.executable, "-c", XTAT_COMMAND, "run", *([] if db is None else ["--db", str(db)]), "--",
              *command]
-    order = random.Random(seed)
-    plain_s: list[float] = []
-    tuned_s: list[float] = []
-    for _ in range(rounds):
-        runs = [("plain", command), ("tuned", tuned)]
-        order.shuffle(runs)
-        for label, argv in runs:
-            (plain_s if label == "plain" else tuned_s).append(_wall(argv, label))
+    # Whole runs, alternating in a new random order each round; no warm-up round: each is a fresh process.
+    walls = interleave({"plain": lambda: _wall(command, "plain"), "tuned": lambda: _wall(tuned, "under xtat run")},
+                       rounds, warmup=0, seed=seed)
+    plain_s, tuned_s = walls["plain"], walls["tuned"]
     gains = [] if profile is None else [_gain(p, db) for p in profile.programs]
     saved = sum(g.share * (1 - 1 / g.speedup) for g in gains)
     predicted = None if profile is None else 1 / (1 - saved) if saved < 1 else float("inf")

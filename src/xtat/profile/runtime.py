@@ -15,10 +15,10 @@ decision, with the verified trial vetting asks for (the command ran to the end u
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
-import random
 import subprocess
 import sys
 import time
@@ -28,7 +28,7 @@ from pathlib import Path
 from xtat.candidate import ProcessSetup
 from xtat.errors import UserError
 from xtat.profile.session import XTAT_COMMAND
-from xtat.runner.timing import speedup_ci
+from xtat.runner.timing import interleave, speedup_ci
 from xtat.space.space import config_key
 from xtat.stages.runtime import CPUS, HOST_DEVICES, runtime_decisions
 from xtat.status import TrialStatus
@@ -81,7 +81,6 @@ def choose(name: str, command: list[str], cwd: str, db: str | Path | None, round
                  *command]
     _forget(name, db)  # the old choice must not be applied to the plain arm
     trials = []
-    order = random.Random(seed)
     for decision in runtime_decisions():
         for value in decision.values:
             if value == decision.default:
@@ -89,13 +88,9 @@ def choose(name: str, command: list[str], cwd: str, db: str | Path | None, round
             config = {decision.id: value}
             setup = ProcessSetup(cpus=value if decision.id == CPUS else None,
                                  host_devices=value if decision.id == HOST_DEVICES else None)
-            plain: list[float] = []
-            under: list[float] = []
-            for _ in range(rounds):
-                arms = [("plain", ProcessSetup()), ("with", setup)]
-                order.shuffle(arms)
-                for label, arm in arms:
-                    (plain if label == "plain" else under).append(_wall(under_run, arm, cwd))
+            walls = interleave({"plain": functools.partial(_wall, under_run, ProcessSetup(), cwd),
+                                "with": functools.partial(_wall, under_run, setup, cwd)}, rounds, warmup=0, seed=seed)
+            plain, under = walls["plain"], walls["with"]
             trials.append(RuntimeTrial(config, plain, under, speedup_ci(plain, under, seed=seed)))
     above = [t for t in trials if t.speedup[1] > 1.0]
     best = max(above, key=lambda t: t.speedup[0], default=None)
