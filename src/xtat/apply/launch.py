@@ -163,6 +163,11 @@ def _holds_runtime_decisions(file: Path) -> bool:
 def program_environment(base: dict[str, str], db: str | Path | None) -> dict[str, str]:
     """The variables a program started by `xtat run` gets: the boot folder first on PYTHONPATH, and
     the store (a relative path made absolute: the program may change its directory)."""
-    path = [str(BOOT), *[p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(BOOT)]]
     location = "" if db is None else str(db) if "://" in str(db) else str(Path(db).resolve())
-    return {"PYTHONPATH": os.pathsep.join(path), "XTAT_RUN_DB": location}
+    return {"PYTHONPATH": boot_path(base), "XTAT_RUN_DB": location}
+
+
+def boot_path(base: dict[str, str]) -> str:
+    """`base`'s PYTHONPATH with the boot folder first (`xtat run` and `xtat profile` alike)."""
+    rest = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(BOOT)]
+    return os.pathsep.join([str(BOOT), *rest])

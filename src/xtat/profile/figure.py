@@ -11,15 +11,13 @@ together predict `1 / (1 - sum f (1 - 1/s))`; programs with nothing adopted coun
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from xtat.apply.lookup import Found, lookup
 from xtat.errors import UserError
-from xtat.profile.session import XTAT_COMMAND, Profile
+from xtat.profile.session import XTAT_COMMAND, Profile, timed_run
 from xtat.runner.timing import interleave, speedup_ci
 from xtat.store.records import ProfiledProgram
 from xtat.workload import Identity
@@ -64,14 +62,7 @@ def compare(command: list[str], db: str | Path | None, rounds: int, profile: Pro
 
 def _wall(argv: list[str], label: str) -> float:
     env = {k: v for k, v in os.environ.items() if k not in ("XTAT_RUN_DB", "XTAT_PROFILE_DIR")}
-    started = time.perf_counter()
-    done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          env=env, text=True)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        tail = (done.stderr or "").strip().splitlines()[-3:]
-        raise UserError(f"the command failed run {label} with exit status {done.returncode}: {' | '.join(tail)}")
-    return wall
+    return timed_run(argv, env, label)
 
 
 def _gain(program: ProfiledProgram, db: str | Path | None) -> ProgramGain:

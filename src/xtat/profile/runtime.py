@@ -19,15 +19,13 @@ import functools
 import hashlib
 import json
 import os
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from xtat.candidate import ProcessSetup
 from xtat.errors import UserError
-from xtat.profile.session import XTAT_COMMAND
+from xtat.profile.session import XTAT_COMMAND, timed_run
 from xtat.runner.timing import interleave, speedup_ci
 from xtat.space.space import config_key
 from xtat.stages.runtime import CPUS, HOST_DEVICES, runtime_decisions
@@ -104,14 +102,7 @@ def _wall(command: list[str], setup: ProcessSetup, cwd: str) -> float:
     env = setup.environment({k: v for k, v in os.environ.items() if k not in ("XTAT_PROFILE_DIR",)})
     affinity = setup.affinity()
     argv = command if affinity is None else [sys.executable, "-c", _AFFINITY, ",".join(map(str, affinity)), *command]
-    started = time.perf_counter()
-    done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          env=env, text=True, cwd=cwd)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        tail = " | ".join((done.stderr or "").strip().splitlines()[-3:])
-        raise UserError(f"the command failed under {setup.describe() or 'no setup'} (exit {done.returncode}): {tail}")
-    return wall
+    return timed_run(argv, env, f"under {setup.describe() or 'no setup'}", cwd)
 
 
 def _forget(name: str, db: str | Path | None) -> None:

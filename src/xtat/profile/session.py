@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xtat.apply.launch import BOOT
+from xtat.apply.launch import boot_path
 from xtat.errors import UserError
 from xtat.profile.records import ProgramsFile, read_programs
 from xtat.store.records import ProfiledProgram
@@ -64,12 +64,24 @@ def profile(command: list[str], db: str | Path | None, name: str, hot: float = H
         raise UserError(f"cannot start {command[0]!r}: no such program")
     with tempfile.TemporaryDirectory(prefix="xtat-profile-") as folder:
         env = {k: v for k, v in os.environ.items() if k != "XTAT_RUN_DB"}  # profiled under XLA's defaults
-        path = [str(BOOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(BOOT)]]
-        env.update(PYTHONPATH=os.pathsep.join(path), XTAT_PROFILE_DIR=folder, XTAT_PROFILE_HOT=repr(hot))
+        env.update(PYTHONPATH=boot_path(env), XTAT_PROFILE_DIR=folder, XTAT_PROFILE_HOT=repr(hot))
         started = time.perf_counter()
         exit_code, pid = _run(command, env)
         wall = time.perf_counter() - started
         return _store(Path(folder), pid, command, db, name, exit_code, wall, hot)
+
+
+def timed_run(argv: list[str], env: dict[str, str], what: str, cwd: str | None = None) -> float:
+    """The wall time of one whole run of a command, output discarded; UserError naming `what` ran
+    and how it ended when it fails."""
+    started = time.perf_counter()
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          env=env, text=True, cwd=cwd)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        tail = " | ".join((done.stderr or "").strip().splitlines()[-3:])
+        raise UserError(f"the command failed {what} (exit status {done.returncode}): {tail}")
+    return wall
 
 
 def _run(command: list[str], env: dict[str, str]) -> tuple[int, int]:
