@@ -6,6 +6,7 @@ with donated and static arguments, one function called with two signatures; prin
 program's name and `xtat tune`'s fingerprint of it as JSON.
 hot: one matmul chain called many times (most of the script's time).
 callback: the same with a host callback in it (jax.pure_callback).
+signatures: one function called with two signatures, the smaller far cheaper; an integer input.
 fail: runs a program, then exits with status 3.  kill: runs a program, then SIGKILLs itself.
 """
 
@@ -121,6 +122,11 @@ def main() -> None:
         for _ in range(300):
             x = step(x)
         print(float(x.sum()))
+    elif mode == "signatures":
+        step = jax.jit(lambda x, rows: chain(x)[rows])
+        rows = np.arange(3, 8, dtype=np.int32)
+        for i in range(400):
+            jax.block_until_ready(step(BIG[:96, :96] if i % 4 == 0 else BIG, rows))
     elif mode == "callback":
         step = jax.jit(lambda x: chain(jax.pure_callback(np.tanh, jax.ShapeDtypeStruct(x.shape, x.dtype), x)))
         x = BIG

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from xtat.store.sql import Store
@@ -47,7 +48,7 @@ def test_every_way_of_reaching_jax_jit_is_recorded_with_the_key_xtat_tune_gives_
     assert "profile 'forms'" in result.stdout  # the table is the result: on stdout
 
 
-def test_a_hot_program_is_kept_with_its_inputs_and_tuned_keyed_as_the_script_compiles_it(db):
+def test_a_hot_program_is_kept_with_its_inputs_and_tuned_keyed_as_the_script_compiles_it(db, tmp_path):
     result = _profile(db, "hot")
     assert result.returncode == 0, result.stderr
     record, programs = _stored(db, "hot")
@@ -68,12 +69,17 @@ def test_a_hot_program_is_kept_with_its_inputs_and_tuned_keyed_as_the_script_com
         store.close()
 
     # The user's figure: the whole script plain and under xtat run, beside what the profile predicts.
-    compared = subprocess.run([*XTAT, "run", "--compare", "2", "--profile", "hot", "--db", str(db), "--",
-                               sys.executable, str(SCRIPT), "hot"], capture_output=True, text=True, timeout=600)
+    compared = subprocess.run([*XTAT, "run", "--compare", "2", "--profile", "hot", "--db", str(db), "--report",
+                               str(tmp_path / "report"), "--", sys.executable, str(SCRIPT), "hot"],
+                              capture_output=True, text=True, timeout=600)
     assert compared.returncode == 0, compared.stderr
     assert "2 alternating rounds" in compared.stdout and hot[0].fingerprint[:12] in compared.stdout
     expected = f"{result.speedup:.3f}x" if result.adopted else "1.000x"
     assert expected in compared.stdout  # the program's adopted speedup (1 when nothing was adopted)
+    page = (tmp_path / "report" / "report.html").read_text()  # the same figure as one HTML file
+    assert page.count("<img") == 1 and expected in page and hot[0].fingerprint[:12] in page
+    speedup = [line for line in compared.stdout.splitlines() if "x [" in line][0].split("│")[3].strip()
+    assert speedup in page
 
 
 def test_a_script_that_fails_or_is_killed_passes_its_status_through_and_is_never_tuned(db):
@@ -128,3 +134,30 @@ def test_the_runtime_decision_is_chosen_by_the_whole_scripts_time_and_applied_by
                             "import os; print(len(os.sched_getaffinity(0)))"], capture_output=True, text=True,
                            timeout=300)
     assert again.stdout.strip() == str(len(os.sched_getaffinity(0))), again.stderr
+
+
+def test_the_signatures_of_one_function_are_hot_together_and_seeded_in_their_ranges(db):
+    from xtat.profile.session import latest, profile, workload
+
+    hot = 0.2  # above the small signature's share, below the function's
+    found = profile([sys.executable, str(SCRIPT), "signatures"], db, "signatures", hot=hot, keep_bytes=0)
+    assert found.complete, found.notes
+    functions = [f for f in found.functions if f.kept]
+    assert len(functions) == 1 and len(functions[0].kept) == 2 and functions[0].share >= hot
+    large, small = functions[0].kept
+    assert small.share < hot, "the premise: the small signature alone is not hot"
+    assert large.function == small.function and large.function.startswith("<lambda> at ")
+    assert small.avals != large.avals and small.calls == 100 and large.calls == 300
+
+    # No inputs kept (keep_bytes=0): each input's range is, and the tuner's inputs lie in it.
+    assert large.inputs is None and tuple(large.ranges[1]) == (3, 7) and "seeded inputs" in large.inputs_note
+    rebuilt = workload(latest(db, "signatures").functions[0].kept[0], "signatures")
+    x, rows = rebuilt.args
+    assert rows.dtype == np.int32 and rows.min() >= 3 and rows.max() <= 7 and len(set(rows.tolist())) > 1
+    low, high = large.ranges[0]
+    assert x.dtype == np.float32 and low <= x.min() and x.max() <= high and x.std() > 0.1 * (high - low)
+
+    tuned = subprocess.run([*XTAT, "tune", "--profile", "signatures", "--db", str(db), "--budget", "3", "--stages",
+                            "codegen", "--effort", "quick"], capture_output=True, text=True, timeout=600)
+    assert tuned.returncode == 0, tuned.stderr
+    assert "1 other signature(s)" in tuned.stderr  # checked with the largest's config, or said to keep XLA's defaults

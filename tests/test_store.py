@@ -10,6 +10,7 @@ import pytest
 from xtat.errors import StoreError, UserError
 from xtat.space.space import config_key
 from xtat.status import TrialStatus
+from xtat.store.records import ProfiledProgram
 from xtat.store.sql import SCHEMA_VERSION, Store
 from xtat.workload import fingerprint
 
@@ -98,6 +99,8 @@ def test_a_version_1_file_is_upgraded_in_place_with_its_rows_unchanged(tmp_path)
         for column in ("lease_until", "owner"):
             con.execute(f"ALTER TABLE runs DROP COLUMN {column}")
         con.execute("DROP TABLE locks")
+        con.execute("DROP TABLE profiled_programs")
+        con.execute("DROP TABLE profiles")
         con.execute("ALTER TABLE trials DROP COLUMN metrics")
         con.execute("DROP TABLE machine")
         con.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
@@ -125,11 +128,36 @@ def test_a_version_2_file_moves_raced_from_the_metrics_to_its_column(tmp_path):
             con.execute(f"ALTER TABLE trials DROP COLUMN {column}")
         for column in ("lease_until", "owner"):
             con.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        con.execute("DROP TABLE profiled_programs")
+        con.execute("DROP TABLE profiles")
         con.execute("UPDATE trials SET metrics=? WHERE id=?", (json.dumps({"raced": True}), slow))
         con.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
     store = Store.open(db)
     assert {t.id: t.raced for t in store.trials(wid)}[slow] is True
     assert sum(t.raced for t in store.trials(wid)) == 1
+
+
+def test_a_version_6_profile_reads_back_with_no_function_and_no_ranges(tmp_path):
+    db = tmp_path / "v6.db"
+    store = Store.open(db)
+    program = ProfiledProgram("f" * 64, "p" * 64, "step", [], 3, 0.5, 0.1, 0.4, b"exported", None, "seeded",
+                              "", "step at train.py:3", [(0.0, 1.0)])
+    profile_id = store.add_profile("train", ["python", "train.py"], "/", {}, True, 0, 1.25, [], [program])
+    store.close()
+    with sqlite3.connect(db) as con:  # what schema 6 wrote: neither column
+        for column in ("function", "ranges"):
+            con.execute(f"ALTER TABLE profiled_programs DROP COLUMN {column}")
+        con.execute("UPDATE meta SET value='6' WHERE key='schema_version'")
+    store = Store.open(db)
+    try:
+        [read] = store.profiled_programs(profile_id)
+        assert read == ProfiledProgram(*[getattr(program, f) for f in ("fingerprint", "program", "name", "avals",
+                                                                        "calls", "run_s", "compile_s", "share",
+                                                                        "exported", "inputs", "inputs_note",
+                                                                        "not_tunable")])
+        assert read.function == "" and read.ranges is None  # a function of its own, inputs seeded as before
+    finally:
+        store.close()
 
 
 def test_trial_metrics_round_trip_through_export_and_import(new_store):

@@ -393,3 +393,23 @@ def test_effort_levels_are_presets_that_explicit_settings_override():
     assert TuneSettings.at("quick", time_s=10.0, seed=3).time_s == 10.0 and set(EFFORTS) == set(Effort)
     with pytest.raises(UserError, match="--effort 'fast': choose one of quick, standard, exhaustive"):
         TuneSettings.at("fast")
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_queued_configs_are_asked_right_after_the_base_by_every_strategy(name):
+    queued = ({"codegen": {"a": 2}}, {"codegen": {"b": 3, "c": True}})
+    strategy = make_strategy(name, DECISIONS, seed=0, base={}, budget=None, canonical=SPACE.canonical,
+                             searchable=lambda stage, id: True, first=queued)
+    history = _drive(strategy, 6)
+    asked = [config_key(config) for config, _ in history]
+    assert asked[:3] == [config_key({}), *(config_key(SPACE.canonical(q)) for q in queued)]
+    assert len(set(asked)) == len(asked)  # a queued config is never asked again
+
+
+def test_the_tuner_measures_a_queued_config_first(db):
+    # FakeRunner (a test double): the queued config is the faster one, so it becomes the best.
+    queued = {"codegen": {OPTIONS[1]: True}}
+    fake = FakeRunner(lambda candidate: 0.5e-3 if candidate.compile_options.get(OPTIONS[1]) else 1e-3)
+    result = xtat.tune(tiny_mlp(), db=db, budget=2, options=OPTIONS, stages=("codegen",), first=(queued,),
+                       runner=fake_runner_factory(fake), **{**FAST, "finalists": 1, "rounds": 3, "samples": 3})
+    assert [event.config for event in result.history] == [{}, queued]

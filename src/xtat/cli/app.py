@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import warnings
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -19,6 +21,9 @@ from xtat.errors import UserError
 from xtat.search import STRATEGIES
 from xtat.stages.registry import STAGE_ORDER
 from xtat.status import TrialStatus
+
+if TYPE_CHECKING:
+    from xtat.tuning.result import TuneResult
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="xtat: autotune XLA for a JAX program.")
 
@@ -94,29 +99,43 @@ def tune(
     from xtat.targets import load_target
     from xtat.tuner import TuneSettings
 
+    def settings_for(share: float, **given: object) -> TuneSettings:
+        own_time = None if time is None else time * share  # a program's gain is capped by its share
+        chosen = {field: value for field, value in (("budget", budget), ("time_s", own_time),
+                                                    ("confirm_time_s", confirm_time)) if value is not None}
+        return TuneSettings.at(
+            effort, **{**chosen, **given}, seed=seed, allow_numerics_change=allow_numerics_change, rtol=rtol,
+            atol=atol, options=names(options) if options else None, stages=names(searched), formulation=formulation,
+            strategy=strategy, objectives=names(objectives), learn_from=tuple(map(str, learn_from or ())),
+            adopt_under_load=adopt_under_load, executor=executor, workers=workers, compile_slots=compile_slots)
+
     try:
         if profile is not None:
             if target is not None:
                 raise UserError("give a TARGET or --profile NAME, not both")
-            workloads, shares, searched = _profiled(db, profile, stages)
+            functions, searched = _profiled(db, profile, stages)
         else:
-            workloads, shares, searched = [load_target(target or DEFAULT_TARGET, name)], [1.0], stages
+            functions, searched = [(1.0, [load_target(target or DEFAULT_TARGET, name)])], stages
         if target is None and profile is None and time is None:
             time = 60.0  # the built-in workload's quick start takes about a minute
-        plans = []
-        for workload, share in zip(workloads, shares):
-            own_time = None if time is None else time * share / sum(shares)  # a program's gain is capped by its share
-            given = {field: value for field, value in (("budget", budget), ("time_s", own_time),
-                                                       ("confirm_time_s", confirm_time)) if value is not None}
-            plans.append((workload, TuneSettings.at(
-                effort, **given, seed=seed, allow_numerics_change=allow_numerics_change, rtol=rtol, atol=atol,
-                options=names(options) if options else None, stages=names(searched), formulation=formulation,
-                strategy=strategy, objectives=names(objectives), learn_from=tuple(map(str, learn_from or ())),
-                adopt_under_load=adopt_under_load, executor=executor, workers=workers, compile_slots=compile_slots)))
+        total = sum(share for share, _ in functions)
+        plans = [(members, settings_for(share / total)) for share, members in functions]
     except UserError as exc:
         _fail(str(exc))
-    for workload, settings in plans:
-        _tune_one(workload, settings, db, as_json)
+    for members, settings in plans:
+        result = _tune_one(members[0], settings, db, as_json)
+        # The function's other signatures: its config checked on each (verified, timed in pairs,
+        # confirmed), adopted where it is faster; passes and codegen options only (per-op tiles
+        # belong to one program's fusions).
+        shared = {stage: values for stage, values in result.best_config.items() if stage in ("passes", "codegen")}
+        if len(members) > 1 and result.adopted and shared:
+            console.print(f"checking the config of {members[0].display_name} on {len(members) - 1} other "
+                          "signature(s) of the same function")
+            for member in members[1:]:
+                _tune_one(member, settings_for(0.0, budget=2, time_s=None, first=(shared,)), db, as_json)
+        elif len(members) > 1:
+            console.print(f"note: {len(members) - 1} other signature(s) of {members[0].display_name} keep XLA's "
+                          "defaults: nothing was adopted for its largest")
     if profile is not None and "runtime" in names(stages):
         _choose_runtime(db, profile)
 
@@ -139,8 +158,9 @@ def _choose_runtime(db: str | None, name: str) -> None:
     out.print(choice.describe())
 
 
-def _profiled(db: str | None, name: str, stages: str) -> tuple[list, list[float], str]:
-    """The hot programs of a profile as workloads, their shares, and the stages they are tuned in."""
+def _profiled(db: str | None, name: str, stages: str) -> tuple[list[tuple[float, list]], str]:
+    """The hot functions of a profile, each its share and its kept signatures as workloads (largest
+    first), and the stages they are tuned in."""
     from xtat.profile.session import HOT_SHARE, latest, workload
 
     found = latest(db, name)
@@ -160,10 +180,12 @@ def _profiled(db: str | None, name: str, stages: str) -> tuple[list, list[float]
     if dropped:
         console.print(f"note: profiled programs are tuned without the {', '.join(dropped)} stage(s): `xtat run` "
                       "applies their configs as compile options")
-    return [workload(p, name) for p in found.hot], [p.share for p in found.hot], ",".join(kept)
+    functions = [(function.share, [workload(p, name) for p in function.kept]) for function in found.functions
+                 if function.kept]
+    return functions, ",".join(kept)
 
 
-def _tune_one(workload, settings, db: str | None, as_json: bool) -> None:
+def _tune_one(workload, settings, db: str | None, as_json: bool) -> TuneResult:
     """One workload tuned, with progress on stderr and its result on stdout."""
     from xtat.tuner import tune as run_tune
 
@@ -215,6 +237,7 @@ def _tune_one(workload, settings, db: str | None, as_json: bool) -> None:
         document = result.to_json()
         # One compact line, last, so that scripts can take the final line of stdout.
         sys.stdout.write(json.dumps({**{k: document[k] for k in keys}, **document}) + "\n")
+    return result
 
 
 def _open(db: str | None, read_only: bool = True):
@@ -401,11 +424,15 @@ def run(command: list[str] = typer.Argument(..., help="The program and its argum
                                     "N times under xtat run, alternating, and report the end-to-end speedup."),
         profile: str | None = typer.Option(None, "--profile", help="With --compare: the profile whose shares "
                                            "predict the speedup (default: the one named after the script)."),
+        report: Path | None = typer.Option(None, "--report", help="With --compare: also write the figure as "
+                                           "DIR/report.html (one self-contained file) and DIR/report.md."),
         ) -> None:
     """Start a program with the adopted CPU count and host device count, and with the adopted compile
     options of every program it compiles through jax: `xtat run -- python train.py`."""
+    if report is not None and not compare:
+        _fail("--report writes the figure of --compare N: give both")
     if compare:
-        _compare_runs(command, db, compare, profile)
+        _compare_runs(command, db, compare, profile, report)
         return
     from xtat.apply.launch import RuntimePlan, launch, plan
     from xtat.candidate import ProcessSetup
@@ -477,7 +504,8 @@ def _script_name(command: list[str]) -> str:
     return Path(command[0]).name if command else "script"
 
 
-def _compare_runs(command: list[str], db: str | None, rounds: int, profile_name: str | None) -> None:
+def _compare_runs(command: list[str], db: str | None, rounds: int, profile_name: str | None,
+                  report: Path | None) -> None:
     from xtat.profile.figure import compare
     from xtat.profile.session import latest
 
@@ -498,9 +526,8 @@ def _compare_runs(command: list[str], db: str | None, rounds: int, profile_name:
     for column in ("plain s (median)", "xtat run s (median)", "speedup [95% CI]", "predicted by the profile"):
         table.add_column(column)
     predicted = "-" if figure.predicted is None else f"{figure.predicted:.3f}x"
-    table.add_row(f"{sorted(figure.plain_s)[len(figure.plain_s) // 2]:.3f}",
-                  f"{sorted(figure.tuned_s)[len(figure.tuned_s) // 2]:.3f}", f"{ratio:.3f}x [{low:.3f}, {high:.3f}]",
-                  predicted)
+    table.add_row(f"{statistics.median(figure.plain_s):.3f}", f"{statistics.median(figure.tuned_s):.3f}",
+                  f"{ratio:.3f}x [{low:.3f}, {high:.3f}]", predicted)
     out.print(table)
     if figure.programs:
         programs = Table(title=f"profile {name!r}: each program's share and adopted speedup")
@@ -509,6 +536,16 @@ def _compare_runs(command: list[str], db: str | None, rounds: int, profile_name:
         for gain in figure.programs:
             programs.add_row(gain.name, f"{gain.share:.1%}", f"{gain.speedup:.3f}x", gain.found, gain.fingerprint[:12])
         out.print(programs)
+    if report is not None:
+        with user_errors():
+            from xtat.report import write_report
+            from xtat.report.script import script_report
+
+            try:
+                files = write_report(script_report(figure, command, found.name if found else None), report)
+            except OSError as exc:
+                raise UserError(f"cannot write the report into {report}: {exc}") from None
+        console.print(f"report: {files.html} (and {files.markdown.name} beside it)")
 
 
 @app.command()

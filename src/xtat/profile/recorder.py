@@ -11,11 +11,15 @@ wrapped (private API, guarded: without them nothing is recorded and the profile 
   Python per call; the shares are of that run.
 
 A program's first call keeps its traced program (to export, if it turns out hot) and a copy of its
-inputs (when they are arrays of numbers of at most `INPUT_LIMIT_BYTES` together; otherwise the
-tuner makes seeded inputs of the same avals, and the profile says so).
+inputs (when they are arrays of numbers of at most `INPUT_LIMIT_BYTES` together; otherwise each
+input's range of finite values, from which the tuner seeds inputs of the same avals, and the
+profile says so). It also keeps the Python function the program was traced from (its name and
+where it is defined, from jax's debug info): the signatures of one function (a smaller last
+batch, several sequence lengths) are one `function` and are hot together.
 
-At exit the recorder writes its folder: `programs.json` (`ProgramsFile`), and for each hot program
-(`hot` share of the process's time or more) `N.export` (jax.export) and `N.npz` (its inputs).
+At exit the recorder writes its folder: `programs.json` (`ProgramsFile`), and for each program of
+a hot function (its signatures together take `hot` of the process's time or more; at most
+`SIGNATURES_KEPT` of them, the largest) `N.export` (jax.export) and `N.npz` (its inputs).
 `programs.json` is written last, by rename: a folder without it is an incomplete profile.
 """
 
@@ -34,6 +38,7 @@ from xtat.apply.intercept import identity_of
 from xtat.profile.records import ProgramSeen, ProgramsFile
 
 INPUT_LIMIT_BYTES = 64 << 20
+SIGNATURES_KEPT = 8  # a hot function's signatures kept for tuning, the largest shares first
 
 
 class _Program:
@@ -45,14 +50,16 @@ class _Program:
         self.run_s = 0.0
         self.compile_s = 0.0
         self.jaxpr: Any = None
+        self.function = ""  # the traced Python function, `function_of`
         self.donated: tuple[bool, ...] = ()
         self.inputs: list | None = None
+        self.ranges: list[tuple[float, float] | None] | None = None  # per input, when `inputs` are not kept
         self.inputs_note = ""
 
 
 class Recorder:
-    def __init__(self, folder: Path, hot: float, started: float):
-        self.folder, self.hot = folder, hot
+    def __init__(self, folder: Path, hot: float, started: float, keep_bytes: int = INPUT_LIMIT_BYTES):
+        self.folder, self.hot, self.keep_bytes = folder, hot, keep_bytes
         self.started = started
         self.programs: dict[str, _Program] = {}
         self.by_executable: weakref.WeakKeyDictionary[Any, _Program] = weakref.WeakKeyDictionary()
@@ -80,7 +87,7 @@ class Recorder:
         self.by_executable[executable] = program
 
     def called(self, executable: Any, seconds: float, jaxpr: Any, donated: tuple[bool, ...],
-               inputs: Callable[[], tuple[list | None, str]]) -> None:
+               inputs: Callable[[], Inputs]) -> None:
         program = self.by_executable.get(executable) if executable is not None else None
         if program is None:
             return  # a call jax ran without a compiled executable of ours (under a trace): not a program call
@@ -89,7 +96,8 @@ class Recorder:
             program.run_s += seconds
             if program.jaxpr is None:
                 program.jaxpr, program.donated = jaxpr, donated
-                program.inputs, program.inputs_note = inputs()
+                program.function = function_of(jaxpr)
+                program.inputs, program.ranges, program.inputs_note = inputs()
 
     def _note(self, text: str) -> None:
         with self.lock:
@@ -103,8 +111,9 @@ class Recorder:
 
         wall = time.perf_counter() - self.started
         seen = []
+        kept = self._kept(wall)
         for program in sorted(self.programs.values(), key=lambda p: -p.run_s):
-            hot = wall > 0 and program.run_s / wall >= self.hot and program.jaxpr is not None
+            hot = program.fingerprint in kept
             exported, why = "", ""
             if hot:
                 try:
@@ -121,11 +130,34 @@ class Recorder:
             seen.append(ProgramSeen(
                 fingerprint=program.fingerprint, program=program.program, name=program.name, avals=program.avals,
                 calls=program.calls, run_s=program.run_s, compile_s=program.compile_s, exported=exported,
-                inputs=inputs_file, inputs_note=program.inputs_note if exported else "", not_tunable=why))
+                inputs=inputs_file, inputs_note=program.inputs_note if exported else "", not_tunable=why,
+                function=program.function, ranges=program.ranges if exported and not inputs_file else None))
         record = ProgramsFile(wall_s=wall, programs=seen, notes=list(self.notes))
         partial = self.folder / "programs.json.part"
         partial.write_text(record.model_dump_json())
         os.replace(partial, self.folder / "programs.json")
+
+    def _kept(self, wall: float) -> set[str]:
+        """The fingerprints to export: the largest `SIGNATURES_KEPT` called programs of each function
+        whose programs together take `hot` of the time (a program with no function is its own)."""
+        functions: dict[str, list[_Program]] = {}
+        for program in self.programs.values():
+            if program.jaxpr is not None:
+                functions.setdefault(program.function or program.fingerprint, []).append(program)
+        kept: set[str] = set()
+        for members in functions.values():
+            if wall > 0 and sum(p.run_s for p in members) / wall >= self.hot:
+                members.sort(key=lambda p: -p.run_s)
+                kept.update(p.fingerprint for p in members[:SIGNATURES_KEPT])
+        return kept
+
+
+def function_of(jaxpr: Any) -> str:
+    """The Python function a program was traced from, `name at file:line` as jax's debug info has it
+    (private: "" when this jax keeps none, and the program is then a function of its own)."""
+    info = getattr(getattr(jaxpr, "jaxpr", None), "debug_info", None)
+    where = getattr(info, "func_src_info", None)
+    return where if isinstance(where, str) and " at " in where else ""
 
 
 def _export(jaxpr: Any, donated: tuple[bool, ...]) -> bytes:
@@ -140,27 +172,42 @@ def _export(jaxpr: Any, donated: tuple[bool, ...]) -> bytes:
     return bytes(jax.export.export(jax.jit(function, donate_argnums=donate))(*specs).serialize())
 
 
-def _input_copies(args: tuple) -> tuple[list | None, str]:
-    """Host copies of a call's inputs (before the call: donated ones are gone after it), or None
-    and why."""
+Inputs = tuple[list | None, list[tuple[float, float] | None] | None, str]  # copies, or ranges, and why
+
+
+def _input_copies(args: tuple, limit: int) -> Inputs:
+    """Host copies of a call's inputs (before the call: donated ones are gone after it), or each
+    input's range of finite values (None for one that is not an array of numbers) and why."""
     import jax
     import numpy as np
 
-    total = sum(int(getattr(a, "nbytes", 0)) for a in args)
-    if total > INPUT_LIMIT_BYTES:
-        return None, f"inputs of {total / 2**20:.0f} MiB, over the {INPUT_LIMIT_BYTES >> 20} MiB kept: seeded inputs"
-    copies = []
-    for arg in args:
+    def numeric(arg: Any) -> bool:
         dtype = getattr(arg, "dtype", None)
-        if dtype is None or jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
-            return None, "an input is not an array of numbers (a typed key or token): seeded inputs"
-        copies.append(np.array(arg))
-    return copies, ""
+        return dtype is not None and not jax.dtypes.issubdtype(dtype, jax.dtypes.extended)
+
+    total = sum(int(getattr(a, "nbytes", 0)) for a in args)
+    if total <= limit and all(numeric(arg) for arg in args):
+        return [np.array(arg) for arg in args], None, ""
+    why = (f"inputs of {total / 2**20:.1f} MiB, over the {limit / 2**20:.1f} MiB kept"
+           if total > limit else "an input is not an array of numbers (a typed key or token)")
+    return None, [_finite_range(np.asarray(arg)) if numeric(arg) else None for arg in args], \
+        f"{why}: seeded inputs in each input's range"
 
 
-def install(folder: str | Path, hot: float, started: float | None = None) -> Recorder | None:
-    """Record this process's programs into `folder`; None (and the reason in the folder) when this
-    jax lacks the steps the recorder wraps."""
+def _finite_range(values: Any) -> tuple[float, float] | None:
+    import numpy as np
+
+    if np.issubdtype(values.dtype, np.complexfloating):
+        return None
+    finite = values[np.isfinite(values)] if np.issubdtype(values.dtype, np.inexact) else values
+    return (float(finite.min()), float(finite.max())) if finite.size else None
+
+
+def install(folder: str | Path, hot: float, started: float | None = None,
+            keep_bytes: int | None = None) -> Recorder | None:
+    """Record this process's programs into `folder`, a call's inputs kept up to `keep_bytes`
+    (default `INPUT_LIMIT_BYTES`); None (and the reason in the folder) when this jax lacks the steps
+    the recorder wraps."""
     folder = Path(folder)
     try:
         from jax._src import pjit
@@ -172,7 +219,8 @@ def install(folder: str | Path, hot: float, started: float | None = None) -> Rec
     except (ImportError, AttributeError) as exc:
         (folder / "unsupported.txt").write_text(f"this jax has no step the profiler can wrap: {exc}\n")
         return None
-    recorder = Recorder(folder, hot, time.perf_counter() if started is None else started)
+    recorder = Recorder(folder, hot, time.perf_counter() if started is None else started,
+                        INPUT_LIMIT_BYTES if keep_bytes is None else keep_bytes)
 
     def compile(self: Any, compiler_options: Any = None, *, device_assignment: Any = None) -> Any:
         cached = getattr(self, "_executable", None) if compiler_options is None and device_assignment is None else None
@@ -191,13 +239,13 @@ def install(folder: str | Path, hot: float, started: float | None = None) -> Rec
         program_known = params.get("jaxpr") is not None and any(
             p.jaxpr is params["jaxpr"] for p in recorder.programs.values())
         if not program_known:  # perhaps a first call: copy its inputs now, donation may consume them
-            copies.append(_input_copies(args))
+            copies.append(_input_copies(args, recorder.keep_bytes))
         result = call_step(*args, **params)
         jax.block_until_ready(result[0])
         seconds = time.perf_counter() - started - (recorder.compile_clock() - compiling)
         recorder.called(result[1], max(seconds, 0.0), params.get("jaxpr"),
                         tuple(params.get("donated_invars", ())),
-                        (lambda: copies[0]) if copies else (lambda: (None, "inputs not kept")))
+                        (lambda: copies[0]) if copies else (lambda: (None, None, "inputs not kept")))
         return result
 
     pxla.MeshComputation.compile = compile  # type: ignore[method-assign]  # jax's own class, wrapped

@@ -3,6 +3,7 @@ validated field by field, `read_programs`)."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,8 @@ class ProgramSeen:
     inputs: str = ""  # a file of the folder: its first call's inputs (.npz); "" for seeded inputs
     inputs_note: str = ""  # why there are no kept inputs
     not_tunable: str = ""  # why a hot program was not exported
+    function: str = ""  # the Python function it was traced from ("" when jax kept none)
+    ranges: list[tuple[float, float] | None] | None = None  # per input, for seeded inputs (`inputs` "")
 
     def __post_init__(self) -> None:
         for name in (self.exported, self.inputs):
@@ -36,6 +39,14 @@ class ProgramSeen:
                 raise ValueError(f"{name!r} is not a file name the recorder writes")
         if self.calls < 0 or self.run_s < 0 or self.compile_s < 0:
             raise ValueError("negative calls or seconds")
+        check_ranges(self.ranges)
+
+
+def check_ranges(ranges: list[tuple[float, float] | None] | None) -> None:
+    """ValueError unless each range is finite and in order."""
+    for found in ranges or ():
+        if found is not None and not (math.isfinite(found[0]) and math.isfinite(found[1]) and found[0] <= found[1]):
+            raise ValueError(f"input range {found} is not a finite [low, high]")
 
 
 @dataclass(frozen=True)

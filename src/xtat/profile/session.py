@@ -14,6 +14,7 @@ incomplete, with what was recorded whole; `xtat tune --profile` refuses it.
 from __future__ import annotations
 
 import io
+import math
 import os
 import shutil
 import signal
@@ -27,7 +28,7 @@ import numpy as np
 
 from xtat.apply.launch import boot_path
 from xtat.errors import UserError
-from xtat.profile.records import ProgramsFile, read_programs
+from xtat.profile.records import ProgramsFile, check_ranges, read_programs
 from xtat.store.records import ProfiledProgram
 from xtat.store.sql import Store
 from xtat.workload import Identity, Workload, environment_identity, fingerprint
@@ -55,9 +56,40 @@ class Profile:
     def hot(self) -> list[ProfiledProgram]:
         return [p for p in self.programs if p.exported is not None]
 
+    @property
+    def functions(self) -> list[Function]:
+        """The programs by the Python function they were traced from, largest share first."""
+        grouped: dict[str, list[ProfiledProgram]] = {}
+        for program in self.programs:
+            grouped.setdefault(program.function or program.fingerprint, []).append(program)
+        found = [Function(key, sorted(members, key=lambda p: -p.share)) for key, members in grouped.items()]
+        return sorted(found, key=lambda f: -f.share)
 
-def profile(command: list[str], db: str | Path | None, name: str, hot: float = HOT_SHARE) -> Profile:
-    """Run `command` under the recorder and store its profile as `name`."""
+
+@dataclass(frozen=True)
+class Function:
+    """One Python function's programs in a profile, one per signature (a smaller last batch, another
+    sequence length), largest share first. Its signatures are tuned as one: the config is searched
+    on the largest kept signature with the function's whole share, then checked on the others."""
+
+    key: str
+    programs: list[ProfiledProgram]
+
+    @property
+    def share(self) -> float:
+        return sum(p.share for p in self.programs)
+
+    @property
+    def kept(self) -> list[ProfiledProgram]:
+        """Its signatures kept for tuning, largest share first."""
+        return [p for p in self.programs if p.exported is not None]
+
+
+def profile(command: list[str], db: str | Path | None, name: str, hot: float = HOT_SHARE,
+            keep_bytes: int | None = None) -> Profile:
+    """Run `command` under the recorder and store its profile as `name`: the programs of functions
+    with `hot` of the time or more are kept for tuning, each with its first call's inputs when they
+    take at most `keep_bytes` (default: the recorder's `INPUT_LIMIT_BYTES`), else their ranges."""
     if not command:
         raise UserError("name the command to profile after `--`, e.g. xtat profile -- python train.py")
     if shutil.which(command[0]) is None and not Path(command[0]).exists():
@@ -65,10 +97,12 @@ def profile(command: list[str], db: str | Path | None, name: str, hot: float = H
     with tempfile.TemporaryDirectory(prefix="xtat-profile-") as folder:
         env = {k: v for k, v in os.environ.items() if k != "XTAT_RUN_DB"}  # profiled under XLA's defaults
         env.update(PYTHONPATH=boot_path(env), XTAT_PROFILE_DIR=folder, XTAT_PROFILE_HOT=repr(hot))
+        if keep_bytes is not None:
+            env["XTAT_PROFILE_KEEP_BYTES"] = str(int(keep_bytes))
         started = time.perf_counter()
         exit_code, pid = _run(command, env)
         wall = time.perf_counter() - started
-        return _store(Path(folder), pid, command, db, name, exit_code, wall, hot)
+        return _store(Path(folder), pid, command, db, name, exit_code, wall)
 
 
 def timed_run(argv: list[str], env: dict[str, str], what: str, cwd: str | None = None) -> float:
@@ -100,7 +134,7 @@ def _run(command: list[str], env: dict[str, str]) -> tuple[int, int]:
 
 
 def _store(folder: Path, pid: int, command: list[str], db: str | Path | None, name: str, exit_code: int,
-           wall: float, hot: float) -> Profile:
+           wall: float) -> Profile:
     notes: list[str] = []
     record: ProgramsFile | None = None
     processes = [p for p in folder.iterdir() if p.is_dir()]
@@ -118,7 +152,7 @@ def _store(folder: Path, pid: int, command: list[str], db: str | Path | None, na
         notes.append("the command ran no jax program")
     else:
         notes.append("the command ended before its record was written")
-    programs = [] if record is None else [_program(own[0], seen, wall, hot) for seen in record.programs]
+    programs = [] if record is None else [_program(own[0], seen, wall) for seen in record.programs]
     complete = exit_code == 0 and (record is not None or not processes)
     if exit_code != 0:
         notes.append(f"the command exited with status {exit_code}: the profile is incomplete")
@@ -131,13 +165,14 @@ def _store(folder: Path, pid: int, command: list[str], db: str | Path | None, na
     return Profile(profile_id, name, command, os.getcwd(), complete, exit_code, wall, programs, notes)
 
 
-def _program(folder: Path, seen, wall: float, hot: float) -> ProfiledProgram:
+def _program(folder: Path, seen, wall: float) -> ProfiledProgram:
     share = seen.run_s / wall if wall > 0 else 0.0
-    exported = (folder / seen.exported).read_bytes() if seen.exported and share >= hot else None
+    exported = (folder / seen.exported).read_bytes() if seen.exported else None  # the recorder chose, by function
     inputs = (folder / seen.inputs).read_bytes() if exported is not None and seen.inputs else None
     note = seen.inputs_note or ("" if inputs is not None or exported is None else "inputs not kept: seeded inputs")
     return ProfiledProgram(seen.fingerprint, seen.program, seen.name, seen.avals, seen.calls, seen.run_s,
-                           seen.compile_s, share, exported, inputs, note, seen.not_tunable)
+                           seen.compile_s, share, exported, inputs, note, seen.not_tunable, seen.function,
+                           seen.ranges if exported is not None and inputs is None else None)
 
 
 def latest(db: str | Path | None, name: str) -> Profile:
@@ -175,8 +210,16 @@ def workload(profiled: ProfiledProgram, profile_name: str) -> Workload:
     if profiled.inputs is not None:
         args = _kept_inputs(profiled, avals, profile_name)
     else:
+        ranges = profiled.ranges or [None] * len(avals)
+        try:
+            check_ranges(ranges)
+            if len(ranges) != len(avals):
+                raise ValueError(f"{len(ranges)} input ranges for {len(avals)} inputs")
+        except (ValueError, TypeError, IndexError) as exc:
+            raise UserError(f"{profile_name}/{profiled.name}: its recorded input ranges are malformed ({exc}): "
+                            "profile the script again") from None
         rng = np.random.default_rng(0)
-        args = [_seeded(rng, aval) for aval in avals]
+        args = [_seeded(rng, aval, found) for aval, found in zip(avals, ranges)]
     identity = Identity(program=profiled.program, fingerprint=profiled.fingerprint, env=env, avals=profiled.avals)
     return Workload(exported.call, tuple(args), name=f"{profile_name}/{profiled.name}", keyed_as=identity)
 
@@ -194,12 +237,21 @@ def _kept_inputs(profiled: ProfiledProgram, avals: list, profile_name: str) -> l
     return arrays
 
 
-def _seeded(rng: np.random.Generator, aval) -> np.ndarray:
-    """Inputs of the aval's shape and dtype when the real ones were not kept: floats standard
-    normal, integers and booleans zero (indices stay in range)."""
+def _seeded(rng: np.random.Generator, aval, found: tuple[float, float] | None) -> np.ndarray:
+    """Inputs of the aval's shape and dtype when the real ones were not kept: uniform in the range
+    the script's call had (integers too, so indices stay in range); without a range, floats
+    standard normal and integers and booleans zero."""
     import jax.numpy as jnp
 
     dtype = np.dtype(aval.dtype)
-    if jnp.issubdtype(dtype, jnp.inexact):
-        return rng.standard_normal(aval.shape).astype(dtype)
-    return np.zeros(aval.shape, dtype)
+    inexact = jnp.issubdtype(dtype, jnp.inexact)
+    if found is None:
+        return rng.standard_normal(aval.shape).astype(dtype) if inexact else np.zeros(aval.shape, dtype)
+    low, high = found
+    if inexact:
+        return rng.uniform(low, high, aval.shape).astype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(math.ceil(low), math.floor(high), aval.shape, endpoint=True).astype(dtype)
+    limits = np.iinfo(dtype)
+    return rng.integers(max(math.ceil(low), limits.min), min(math.floor(high), limits.max), aval.shape,
+                        dtype=dtype, endpoint=True)

@@ -214,3 +214,21 @@ def trial_points(history: Iterable[dict]) -> list[TrialPoint]:
     """TrialPoints from TrialEvent dicts (`TuneResult.to_json()["history"]`): failures have no time."""
     return [TrialPoint(event["median_s"] if TrialStatus(event["status"]).measured else None,
                        float(event.get("spent_s") or 0.0)) for event in history]
+
+
+def rounds_figure(plain_s: Sequence[float], tuned_s: Sequence[float],
+                  title: str = "Whole runs, round by round") -> bytes:
+    """Each round's wall time of the plain run and of the run under `xtat run`, side by side, with
+    each side's median as a line: the figure behind an end-to-end speedup."""
+    figure, axis = plt.subplots(figsize=(8, 3.6))
+    rounds = range(1, len(plain_s) + 1)
+    for values, label, color in ((plain_s, "plain", "tab:grey"), (tuned_s, "under xtat run", "tab:green")):
+        axis.plot(rounds, values, marker="o", linestyle="none", color=color, label=label)
+        axis.axhline(sorted(values)[len(values) // 2], color=color, linewidth=0.8, linestyle="--")
+    axis.set_xlabel("round (the two runs of a round ran one after the other, in random order)")
+    axis.set_ylabel("wall time (s)")
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_title(title)
+    axis.grid(alpha=0.3)
+    axis.legend(frameon=False)
+    return _png(figure)

@@ -42,14 +42,15 @@ STRATEGIES = tuple(STRATEGY_CLASSES)
 
 def make_strategy(name: str, decisions: list[Decision], *, seed: int, base: Config,
                   canonical: Callable[[Config], Config], searchable: Callable[[str, str], bool],
-                  budget: int | None = None, prior: Callable[[], Prior | None] | None = None) -> Strategy:
+                  budget: int | None = None, prior: Callable[[], Prior | None] | None = None,
+                  first: tuple[Config, ...] = ()) -> Strategy:
     """The strategy `name` over `decisions` around `base`, deterministic for a seed; `budget`
     (configs the whole run may consider, None: no limit) lets grid refuse a space it cannot cover.
     `prior` computes what the store's other workloads teach; called only for a strategy that
-    `uses_prior`."""
+    `uses_prior`. `first`: configs asked right after the base, before the strategy's own."""
     strategy = STRATEGY_CLASSES.get(name)
     if strategy is None:
         raise UserError(f"--strategy {name!r}: choose one of {', '.join(STRATEGIES)}")
     extra: dict[str, Any] = {"prior": prior() if prior else None} if strategy.uses_prior else {}
     return strategy(decisions, seed=seed, base=base, canonical=canonical, searchable=searchable, budget=budget,
-                    **extra)
+                    first=first, **extra)

@@ -8,9 +8,11 @@ Contract (what a strategy built on `SearchStrategy` gets and must provide):
   learn a result: `seconds` is the measured median, or None for a config that
   failed or was rejected. A subclass may use only `self.rng` (or a generator
   seeded from `seed`) for chance, so that a run is deterministic for a seed.
-- `ask()` returns the base config first, for every strategy, then the
-  subclass's proposals, without the values of inactive conditional decisions,
-  canonicalised, and never one asked before: a proposal
+- `ask()` returns the base config first, for every strategy, then the configs
+  the caller queued (`first`: Optuna's `enqueue_trial`, e.g. a config adopted
+  on another signature of the same function), then the subclass's proposals,
+  without the values of inactive conditional decisions, canonicalised, and
+  never one asked before: a proposal
   already measured is observed again from its recorded result at no cost (so
   a strategy that walks back to a known config moves on), and a proposal still
   awaiting its result is observed when that result is told. `ask()` returns
@@ -100,7 +102,7 @@ class SearchStrategy(ABC):
 
     def __init__(self, decisions: list[Decision], *, seed: int = 0, base: Config | None = None,
                  canonical: Canonical = lambda config: config, searchable: Searchable = lambda stage, id: True,
-                 budget: int | None = None, max_tries: int = 1000):
+                 budget: int | None = None, max_tries: int = 1000, first: tuple[Config, ...] = ()):
         self.inactive = [d for d in decisions if not all(searchable(st, i) for st, i, _ in d.requires)]
         self.decisions = parents_first([d for d in decisions if d not in self.inactive])
         self.canonical = canonical
@@ -114,6 +116,7 @@ class SearchStrategy(ABC):
         self._pending: set[str] = set()  # asked, not yet told
         self._waiting: Counter[str] = Counter()  # pending key -> later proposals of it awaiting its result
         self._asked_base = False
+        self._queued = [merge(self.base, config) for config in first]  # asked right after the base
         self.probes = self._probes()
         self._probe_keys = [(d, [config_key(c) for c in configs]) for d, configs in self.probes]
         # Executable bookkeeping: each told config's executable class (configs that built the same
@@ -140,7 +143,8 @@ class SearchStrategy(ABC):
         if exact and len(self.results) + len(self._pending) >= size:
             return None  # every config of the space was asked
         for _ in range(self.max_tries):
-            proposal = self._first() if not self._asked_base else self._propose()
+            proposal = (self._first() if not self._asked_base else self._queued.pop(0) if self._queued
+                        else self._propose())
             self._asked_base = True
             if proposal is None:
                 return None

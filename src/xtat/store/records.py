@@ -175,3 +175,5 @@ class ProfiledProgram:
     inputs: bytes | None = None  # .npz of its first call's inputs; None: seeded inputs (`inputs_note` says why)
     inputs_note: str = ""
     not_tunable: str = ""  # why a hot program has no `exported`
+    function: str = ""  # the Python function it was traced from: a function's signatures are tuned as one
+    ranges: list[tuple[float, float] | None] | None = None  # per input, seeded inputs' ranges (`inputs` None)

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 6  # 2: trials.metrics, machine; 3: trials.raced; 4: claims (owner, lease) of trials and runs,
+SCHEMA_VERSION = 7  # 2: trials.metrics, machine; 3: trials.raced; 4: claims (owner, lease) of trials and runs,
 #                      trials.node, locks; 5: paired timing (trials.reference_samples, speedup and its interval);
-#                      6: profiles and their programs (`xtat profile`)
+#                      6: profiles and their programs (`xtat profile`); 7: profiled_programs.function, ranges
 APPLICATION = "xtat"
 
 metadata = sa.MetaData()
@@ -135,12 +135,16 @@ profiled_programs = sa.Table(
     sa.Column("inputs", sa.LargeBinary),  # .npz of its first call's inputs, or NULL (seeded inputs)
     sa.Column("inputs_note", sa.Text, nullable=False),
     sa.Column("not_tunable", sa.Text, nullable=False),
+    sa.Column("function", sa.Text),  # the traced Python function; NULL: none known (schema 6)
+    sa.Column("ranges", sa.Text),  # JSON: each input's [low, high] for seeded inputs, or NULL
 )
 
 
 def _add_columns(*columns: sa.Column) -> Callable[[sa.Connection], None]:
     def migrate(conn: sa.Connection) -> None:
         for column in columns:
+            if not sa.inspect(conn).has_table(column.table.name):
+                continue  # a table newer than the store: `create_all` makes it whole
             spec = sa.schema.CreateColumn(column).compile(dialect=conn.dialect)
             conn.exec_driver_sql(f"ALTER TABLE {column.table.name} ADD COLUMN {spec}")
     return migrate
@@ -160,5 +164,6 @@ MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {
     4: _add_columns(trials.c.owner, trials.c.lease_until, trials.c.node, runs.c.owner, runs.c.lease_until),
     5: _add_columns(trials.c.reference_samples, trials.c.speedup, trials.c.speedup_low, trials.c.speedup_high),
     6: lambda conn: None,  # new tables only
+    7: _add_columns(profiled_programs.c.function, profiled_programs.c.ranges),
 }
 assert sorted(MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1))

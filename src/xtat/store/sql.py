@@ -370,7 +370,8 @@ class Store:
                 conn.execute(sa.insert(s.profiled_programs).values(
                     profile_id=profile_id, fingerprint=p.fingerprint, program=p.program, name=p.name,
                     avals=json.dumps(p.avals), calls=p.calls, run_s=p.run_s, compile_s=p.compile_s, share=p.share,
-                    exported=p.exported, inputs=p.inputs, inputs_note=p.inputs_note, not_tunable=p.not_tunable))
+                    exported=p.exported, inputs=p.inputs, inputs_note=p.inputs_note, not_tunable=p.not_tunable,
+                    function=p.function, ranges=None if p.ranges is None else json.dumps(p.ranges)))
             return profile_id
 
     def latest_profile(self, name: str) -> ProfileRecord | None:
@@ -389,7 +390,8 @@ class Store:
                           .order_by(s.profiled_programs.c.share.desc(), s.profiled_programs.c.id))
         return [ProfiledProgram(m["fingerprint"], m["program"], m["name"], json.loads(m["avals"]), int(m["calls"]),
                                 float(m["run_s"]), float(m["compile_s"]), float(m["share"]), m["exported"],
-                                m["inputs"], m["inputs_note"], m["not_tunable"])
+                                m["inputs"], m["inputs_note"], m["not_tunable"], m["function"] or "",
+                                None if m["ranges"] is None else json.loads(m["ranges"]))
                 for m in (row._mapping for row in rows)]
 
     # -- runs -----------------------------------------------------------------

@@ -85,7 +85,7 @@ class SearchLoop:
         # and on those of the --learn-from stores.
         strategy = make_strategy(self.settings.strategy, decisions, seed=self.settings.seed, base=base,
                                  canonical=self.space.canonical, searchable=lambda stage, id: (stage, id) in known,
-                                 budget=self.settings.budget,
+                                 budget=self.settings.budget, first=self.settings.first,
                                  prior=lambda: prior(self.store, self.workload_id, self.learn_from))
         for decision in strategy.inactive:
             needs = ", ".join(f"{st}.{i}={v}" for st, i, v in decision.requires)

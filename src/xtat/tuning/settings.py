@@ -9,6 +9,7 @@ from xtat.errors import UserError
 from xtat.model.objectives import OBJECTIVES
 from xtat.runner.timing import TimingPolicy
 from xtat.runner.verify import Tolerance
+from xtat.space.space import Config
 from xtat.stages.registry import STAGE_ORDER
 
 
@@ -54,6 +55,7 @@ class TuneSettings:
     stages: tuple[str, ...] = STAGE_ORDER  # the stages whose decisions are searched
     formulation: Formulation | str = Formulation.JOINT  # a Formulation or its name (made a Formulation)
     strategy: str = "sweep"  # a name in xtat.search.STRATEGIES
+    first: tuple[Config, ...] = ()  # configs measured right after the default, before the strategy's own
     finalists: int = 3
     verify_repeats: int = 3  # checks of a would-be winner on make_inputs(1); one failure demotes it
     # Speedups whose interval reaches into [1, 1 + tie_margin] are ties: two builds of the

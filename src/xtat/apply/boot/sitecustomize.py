@@ -20,6 +20,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _DB = "XTAT_RUN_DB"  # the store `xtat run` was given ("" for the default location)
 _PROFILE = "XTAT_PROFILE_DIR"  # where `xtat profile` wants this process's record (a folder per process)
 _HOT = "XTAT_PROFILE_HOT"  # the share of the time from which a program is kept for tuning
+_KEEP = "XTAT_PROFILE_KEEP_BYTES"  # the most bytes of a program's inputs kept (above: their ranges)
 
 
 def _run_the_shadowed_sitecustomize() -> None:
@@ -51,7 +52,8 @@ class _AfterJax(importlib.abc.MetaPathFinder):
 
                     folder = os.path.join(os.environ[_PROFILE], str(os.getpid()))
                     os.makedirs(folder, exist_ok=True)
-                    record(folder, float(os.environ.get(_HOT, "0.05")), _STARTED)
+                    record(folder, float(os.environ.get(_HOT, "0.05")), _STARTED,
+                           int(os.environ[_KEEP]) if _KEEP in os.environ else None)
                 else:
                     from xtat.apply.intercept import install
 
