@@ -97,7 +97,8 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = ("import hashlib, sys; sys.path.insert(0, {tests!r}); import jax; from tiny import mlp, _mlp_inputs; "
           "w, x = _mlp_inputs(0); jax.block_until_ready(jax.jit(mlp)(w, x)); "
           "jax.block_until_ready(jax.jit(lambda a: a * 2)(x)); "
-          "print(hashlib.sha256(jax.jit(mlp).lower(w, x).compile().as_text().encode()).hexdigest())")
+          "print(hashlib.sha256(jax.jit(mlp).lower(w, x).compile().as_text().encode()).hexdigest()); "
+          "print('sqlalchemy' in sys.modules)")
 # Fusion emitters off: another optimised HLO for tiny_mlp on any CPU (the fusions' kinds, not the ISA).
 FUSION_EMITTERS_OFF = {"codegen": {"xla_cpu_use_fusion_emitters": False}}
 
@@ -111,6 +112,7 @@ def test_every_program_a_script_compiles_gets_its_adopted_compile_options(db):
     assert plain.stdout != tuned.stdout  # the same jax.jit, another executable
     applied = [line for line in tuned.stderr.splitlines() if "adopted compile options applied" in line]
     assert len(applied) == 1 and "xla_cpu_use_fusion_emitters" in applied[0], tuned.stderr  # tiny_mlp's, once
+    assert tuned.stdout.split()[-1] == "False"  # an SQLite store is read without importing SQLAlchemy
 
     elsewhere = db.parent / "elsewhere.db"
     adopt(elsewhere, FUSION_EMITTERS_OFF, env={"platform": "cpu", "device_kind": "other", "jax": "0",

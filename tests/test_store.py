@@ -137,6 +137,35 @@ def test_a_version_2_file_moves_raced_from_the_metrics_to_its_column(tmp_path):
     assert sum(t.raced for t in store.trials(wid)) == 1
 
 
+def test_the_standard_library_reader_reads_what_the_store_reads(tmp_path):
+    from xtat.store.reader import SqliteReader
+
+    db = tmp_path / "read.db"
+    store = _filled(db)
+    wid = store.workloads()[0].id
+    run = store.begin_run(wid, {"seed": 3})
+    trial = store.start_trial(wid, run, {"codegen": {"x": 1}}, config_key({"codegen": {"x": 1}}))
+    store.finish_trial(trial, TrialStatus.OK, median_s=2.0, metrics={"flops": 1.0})
+    store.add_result(wid, run, True, {"codegen": {"x": 1}}, 3.0, 2.0, (1.5, 1.2, 1.8), {"summary": {}})
+    store.close()
+    store, reader = Store.open(db, read_only=True), SqliteReader.open(db)
+    try:
+        assert reader is not None and not reader.is_new()
+        record = store.workloads()[0]
+        assert reader.workload(record.fingerprint) == store.workload(record.fingerprint) == record
+        assert reader.workloads_of_program(record.program) == store.workloads_of_program(record.program)
+        assert reader.latest_result(wid) == store.latest_result(wid) and reader.latest_result(wid).adopted
+        assert reader.trials(wid) == store.trials(wid) and len(reader.trials(wid)) >= 2
+        assert reader.run_settings(run) == store.run_settings(run) == {"seed": 3}
+        assert reader.workload("0" * 64) is None and reader.run_settings(None) is None
+    finally:
+        store.close()
+        reader.close()
+    with sqlite3.connect(db) as con:  # another schema version: left to Store, which migrates or says why
+        con.execute("UPDATE meta SET value='6' WHERE key='schema_version'")
+    assert SqliteReader.open(db) is None and SqliteReader.open(tmp_path / "missing.db") is None
+
+
 def test_a_version_6_profile_reads_back_with_no_function_and_no_ranges(tmp_path):
     db = tmp_path / "v6.db"
     store = Store.open(db)

@@ -73,30 +73,36 @@ class Interceptor:
 
     def _stored_keys(self) -> set[str]:
         """Every fingerprint and program key the store holds: a program with neither is looked up
-        no further (one read of the store per process, not one per compile)."""
+        no further (one read of the store per process, not one per compile; an SQLite store is read
+        with the standard library, so a process none of whose programs has a record never imports
+        SQLAlchemy: `xtat run` with an empty store costs a script next to nothing)."""
         if self._keys is None:
-            from xtat.store.sql import Store, default_location, sqlite_path
+            from xtat.apply.launch import sqlite_file, stored_keys
 
-            location = self._db if self._db is not None else default_location()
-            keys: set[str] = set()
-            try:
-                file = sqlite_path(location)
-                if file is None or file.exists():
-                    store = Store.open(location, read_only=True)
-                    try:
-                        if not store.is_new():
-                            keys = {key for w in store.workloads() for key in (w.fingerprint, w.program)}
-                    finally:
-                        store.close()
-            except Exception as exc:  # an unreadable store: nothing applied, said once
-                self._warn_once(f"the store is unreadable ({type(exc).__name__}: {exc}); compiling with XLA's defaults")
+            file = sqlite_file(self._db)
+            keys = stored_keys(file) if file is not None else None
+            if keys is None:
+                keys = self._keys_through_the_store()
             self._keys = keys
         return self._keys
 
-    def options(self, computation: Any) -> tuple[dict[str, object], Lookup | None]:
-        """The compile options to add for this program ({} for XLA's defaults) and its lookup."""
-        from xtat.apply.lookup import Found, Lookup, lookup
+    def _keys_through_the_store(self) -> set[str]:
+        from xtat.store.sql import Store, default_location
 
+        try:
+            store = Store.open(self._db if self._db is not None else default_location(), read_only=True)
+            try:
+                return set() if store.is_new() else {key for w in store.workloads()
+                                                      for key in (w.fingerprint, w.program)}
+            finally:
+                store.close()
+        except Exception as exc:  # an unreadable store: nothing applied, said once
+            self._warn_once(f"the store is unreadable ({type(exc).__name__}: {exc}); compiling with XLA's defaults")
+            return set()
+
+    def options(self, computation: Any) -> tuple[dict[str, object], Lookup | None]:
+        """The compile options to add for this program ({} for XLA's defaults) and its lookup (None:
+        the store has no record of it)."""
         with self._lock:
             if not self._stored_keys():
                 return {}, None  # nothing tuned: not even a fingerprint to take
@@ -106,12 +112,15 @@ class Interceptor:
             self._warn_once(f"cannot fingerprint programs with this jax ({type(exc).__name__}: {exc}); "
                             "compiling with XLA's defaults")
             return {}, None
+        stored = self._stored_keys()
+        if identity.fingerprint not in stored and identity.program not in stored:
+            return {}, None  # no record: XLA's defaults, and nothing more imported or read
+        from xtat.apply.lookup import Found, lookup
+
         with self._lock:
             found = self._lookups.get(identity.fingerprint)
             if found is None:
-                stored = self._stored_keys()
-                found = (lookup(identity, self._db) if identity.fingerprint in stored or identity.program in stored
-                         else Lookup(Found.NO_RECORD))
+                found = lookup(identity, self._db)
                 self._lookups[identity.fingerprint] = found
                 self._report(found, identity)
         if found.found is not Found.ADOPTED or found.candidate.program or found.candidate.layout:

@@ -114,10 +114,9 @@ def fast_run(arguments: list[str]) -> None:
     db, command = _simple_run(arguments)
     if command is None:
         return
-    location = db or os.environ.get("XTAT_DB") or str(Path.home() / ".cache" / "xtat" / "xtat.db")
-    if "://" in location and not location.startswith("sqlite:///"):
+    file = sqlite_file(db)
+    if file is None:
         return  # a server: SQLAlchemy and psycopg read it
-    file = Path(location.removeprefix("sqlite:///"))
     if file.exists():
         if _holds_runtime_decisions(file):
             return
@@ -146,6 +145,32 @@ def _simple_run(arguments: list[str]) -> tuple[str | None, list[str] | None]:
     if len(rest) < 2:
         return None, None
     return db, rest[1:]
+
+
+def sqlite_file(db: str | Path | None) -> Path | None:
+    """The SQLite file of a store location (None: the default, as `store.sql.default_location`),
+    read without SQLAlchemy; None for a server URL."""
+    location = str(db or os.environ.get("XTAT_DB") or Path.home() / ".cache" / "xtat" / "xtat.db")
+    if "://" in location and not location.startswith("sqlite:///"):
+        return None
+    return Path(location.removeprefix("sqlite:///"))
+
+
+def stored_keys(file: Path) -> set[str] | None:
+    """Every workload fingerprint and program key of an SQLite store (empty: no file, or nothing
+    tuned), read with the standard library: most programs a script compiles have no record, and
+    this answers for them without SQLAlchemy. None when the file cannot be read this simply."""
+    if not file.exists():
+        return set()
+    try:
+        with sqlite3.connect(f"file:{file}?mode=ro", uri=True) as conn:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "workloads" not in tables:
+                return set()
+            rows = conn.execute("SELECT fingerprint, program FROM workloads").fetchall()
+        return {str(key) for row in rows for key in row}
+    except sqlite3.Error:
+        return None
 
 
 def _holds_runtime_decisions(file: Path) -> bool:

@@ -15,8 +15,8 @@ from pathlib import Path
 from xtat.candidate import AUTOTUNE_FLAG, GPU_PLATFORMS, Candidate, autotune_file
 from xtat.errors import StoreError, UserError
 from xtat.space.space import config_key
+from xtat.store.reader import LookupReads
 from xtat.store.records import Result, WorkloadRecord
-from xtat.store.sql import Store, default_location, sqlite_path
 from xtat.workload import Identity
 
 
@@ -73,14 +73,22 @@ class Lookup:
 
 
 def lookup(identity: Identity, db: str | Path | None) -> Lookup:
-    location = db if db is not None else default_location()
-    file = sqlite_path(location)
+    from xtat.apply.launch import sqlite_file
+    from xtat.store.reader import SqliteReader
+
+    file = sqlite_file(db)  # None: a server
     if file is not None and not file.exists():
         return Lookup(Found.NO_DATABASE)
-    try:
-        store = Store.open(location, read_only=True)
-    except StoreError as exc:
-        return Lookup(Found.UNREADABLE, str(exc))
+    # An SQLite file of this schema is read with the standard library; anything else (a server, an
+    # older or newer schema, a damaged file) through `Store`, which reads, or says why it cannot.
+    store: LookupReads | None = SqliteReader.open(file) if file is not None else None
+    if store is None:
+        from xtat.store.sql import Store, default_location
+
+        try:
+            store = Store.open(db if db is not None else default_location(), read_only=True)
+        except StoreError as exc:
+            return Lookup(Found.UNREADABLE, str(exc))
     try:
         if store.is_new():
             return Lookup(Found.NO_DATABASE)
@@ -111,7 +119,7 @@ class Unvetted(Exception):
     """A stored config that may not be applied here; the message says why."""
 
 
-def vetted(store: Store, record: WorkloadRecord, result: Result) -> Candidate:
+def vetted(store: LookupReads, record: WorkloadRecord, result: Result) -> Candidate:
     """What an adopted result asks of production, once vetted (`vetting.py`); Unvetted otherwise."""
     from xtat.store.vetting import refusals
 
@@ -156,6 +164,7 @@ def mark_rejected(db: str | Path | None, result_id: int | None, reason: str) -> 
     if result_id is None:
         return
     try:
+        from xtat.store.sql import Store, default_location
         from xtat.workload import environment_identity
 
         store = Store.open(db if db is not None else default_location())

@@ -12,10 +12,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 7  # 2: trials.metrics, machine; 3: trials.raced; 4: claims (owner, lease) of trials and runs,
-#                      trials.node, locks; 5: paired timing (trials.reference_samples, speedup and its interval);
-#                      6: profiles and their programs (`xtat profile`); 7: profiled_programs.function, ranges
-APPLICATION = "xtat"
+from xtat.store.rows import APPLICATION, SCHEMA_VERSION  # noqa: F401  (readable without SQLAlchemy)
 
 metadata = sa.MetaData()
 

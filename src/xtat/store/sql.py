@@ -12,7 +12,6 @@ once the lease has run out (its tuner was killed). Records are JSON columns; not
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import socket
@@ -40,6 +39,8 @@ from xtat.store.records import (
     result_json,
     trial_json,
 )
+from xtat.store.rows import in_force, result_record, trial_record, workload_record
+from xtat.store.rows import run_settings as settings_of
 from xtat.test_hooks import hook
 
 SCHEMA_VERSION = s.SCHEMA_VERSION
@@ -351,9 +352,7 @@ class Store:
 
     @staticmethod
     def _workload(row: sa.Row) -> WorkloadRecord:
-        m = row._mapping
-        return WorkloadRecord(m["id"], m["fingerprint"], m["program"], m["name"], json.loads(m["env"]),
-                              json.loads(m["info"]))
+        return workload_record(row._mapping)
 
     # -- profiles (`xtat profile`) -----------------------------------------------
 
@@ -420,12 +419,8 @@ class Store:
         """The settings a run recorded (None for an unknown run, or a result that came without one)."""
         if run_id is None:
             return None
-        rows = self._rows(sa.select(s.runs.c.settings).where(s.runs.c.id == run_id))
-        try:
-            settings = json.loads(rows[0][0]) if rows else None
-        except (TypeError, ValueError):
-            return None
-        return settings if isinstance(settings, dict) else None
+        found = self._rows(sa.select(s.runs.c.settings).where(s.runs.c.id == run_id))
+        return settings_of(found[0][0]) if found else None
 
     def finish_run(self, run_id: int, status: RunStatus = RunStatus.FINISHED) -> None:
         with self._write() as conn:
@@ -536,12 +531,7 @@ class Store:
 
     @staticmethod
     def _trial(row: sa.Row) -> Trial:
-        m = row._mapping
-        values = {f.name: m[f.name] for f in dataclasses.fields(Trial)}
-        for field in TRIAL_FIELDS:
-            if field.stored_as_json and field.name in values:
-                values[field.name] = json.loads(values[field.name]) if values[field.name] else None
-        return Trial(**{**values, "status": TrialStatus(values["status"]), "raced": bool(values["raced"])})
+        return trial_record(row._mapping)
 
     # -- results --------------------------------------------------------------
 
@@ -575,9 +565,8 @@ class Store:
             conn.execute(sa.update(s.results).where(r.id == result_id).values(detail=json.dumps(detail)))
 
     def latest_result(self, workload_id: int) -> Result | None:
-        """The decision in force: the newest result made here, or, where none was, the newest imported one
-        (`xtat import --prefer-imported` imports results as if made here)."""
-        return max(self.results(workload_id), key=lambda r: (not r.imported, r.created_at, r.id), default=None)
+        """The decision in force (`rows.in_force`)."""
+        return in_force(self.results(workload_id))
 
     def results(self, workload_id: int) -> list[Result]:
         rows = self._rows(sa.select(s.results).where(s.results.c.workload_id == workload_id).order_by(s.results.c.id))
@@ -585,13 +574,7 @@ class Store:
 
     @staticmethod
     def _result(row: sa.Row) -> Result:
-        m = row._mapping
-        return Result(
-            id=m["id"], workload_id=m["workload_id"], run_id=m["run_id"], adopted=bool(m["adopted"]),
-            config=json.loads(m["config"]), default_s=m["default_s"], best_s=m["best_s"],
-            speedup=m["speedup"], speedup_low=m["speedup_low"], speedup_high=m["speedup_high"],
-            detail=json.loads(m["detail"]), created_at=m["created_at"],
-        )
+        return result_record(row._mapping)
 
     # -- export / import --------------------------------------------------------
 

@@ -1,0 +1,62 @@
+"""How a stored row becomes a record: one mapping, shared by the SQLAlchemy store (`sql.py`) and the
+standard library's read-only reader (`reader.py`), so both read a row the same way. Imports no
+SQLAlchemy."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from xtat.status import TrialStatus
+from xtat.store.records import TRIAL_FIELDS, Result, Trial, WorkloadRecord
+
+
+class Row(Protocol):
+    """A stored row read by column name: SQLAlchemy's `RowMapping`, sqlite3's `Row`."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+SCHEMA_VERSION = 7  # 2: trials.metrics, machine; 3: trials.raced; 4: claims (owner, lease) of trials and runs,
+#                      trials.node, locks; 5: paired timing (trials.reference_samples, speedup and its interval);
+#                      6: profiles and their programs (`xtat profile`); 7: profiled_programs.function, ranges
+APPLICATION = "xtat"
+
+
+def workload_record(m: Row) -> WorkloadRecord:
+    return WorkloadRecord(m["id"], m["fingerprint"], m["program"], m["name"], json.loads(m["env"]),
+                          json.loads(m["info"]))
+
+
+def trial_record(m: Row) -> Trial:
+    values = {f.name: m[f.name] for f in dataclasses.fields(Trial)}
+    for field in TRIAL_FIELDS:
+        if field.stored_as_json and field.name in values:
+            values[field.name] = json.loads(values[field.name]) if values[field.name] else None
+    return Trial(**{**values, "status": TrialStatus(values["status"]), "raced": bool(values["raced"])})
+
+
+def result_record(m: Row) -> Result:
+    return Result(
+        id=m["id"], workload_id=m["workload_id"], run_id=m["run_id"], adopted=bool(m["adopted"]),
+        config=json.loads(m["config"]), default_s=m["default_s"], best_s=m["best_s"],
+        speedup=m["speedup"], speedup_low=m["speedup_low"], speedup_high=m["speedup_high"],
+        detail=json.loads(m["detail"]), created_at=m["created_at"],
+    )
+
+
+def in_force(results: Iterable[Result]) -> Result | None:
+    """The decision in force: the newest result made here, or, where none was, the newest imported one
+    (`xtat import --prefer-imported` imports results as if made here)."""
+    return max(results, key=lambda r: (not r.imported, r.created_at, r.id), default=None)
+
+
+def run_settings(text: object) -> dict | None:
+    """A run's recorded settings (None when absent or not a JSON object)."""
+    try:
+        settings = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return settings if isinstance(settings, dict) else None
