@@ -152,7 +152,8 @@ def _choose_runtime(db: str | None, name: str) -> None:
         return
     found = latest(db, name)
     console.print(f"choosing the runtime decision by the whole script's time: {SCRIPT_ROUNDS} rounds per setup of "
-                  f"{' '.join(found.command)} (in {found.cwd}), plain and under it")
+                  f"{' '.join(found.command)}{'' if found.cwd == os.getcwd() else f' (in {found.cwd})'}, plain and "
+                  "under it")
     with user_errors():
         choice = choose(name, found.command, found.cwd, db, SCRIPT_ROUNDS)
     out.print(choice.describe())
