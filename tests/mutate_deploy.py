@@ -16,7 +16,7 @@ M = [Mutation(*m) for m in [
  ("curated options", "src/xtat/stages/codegen/__init__.py", "            if decision is None:\n", "            if decision is None and False:\n", "tests/test_apply.py"),
  ("import fingerprint", "src/xtat/store/exchange.py", "        if fingerprint(workload[\"program\"], workload[\"env\"]) != workload[\"fingerprint\"]:", "        if False:", "tests/test_store.py"),
  ("import vetting", "src/xtat/store/exchange.py", "            if result[\"adopted\"]:\n                _vet_adopted", "            if False:\n                _vet_adopted", "tests/test_store.py"),
- ("local first", "src/xtat/store/sql.py", "key=lambda r: (not r.imported, r.created_at, r.id)", "key=lambda r: r.id", "tests/test_store.py"),
+ ("local first", "src/xtat/store/rows.py", "key=lambda r: (not r.imported, r.created_at, r.id)", "key=lambda r: r.id", "tests/test_store.py"),
  ("run settings exported", "src/xtat/store/sql.py", "\"run_settings\": self.run_settings(r.run_id)}", "\"run_settings\": None}", "tests/test_store.py"),
  ("own row excluded", "src/xtat/store/sql.py", "TrialStatus.DUPLICATE.value]), t.id != asking_id)", "TrialStatus.DUPLICATE.value]), t.id != -1)", "tests/test_store.py"),
  ("machine in key", "src/xtat/workload.py", "        env.update(_cpu_identity())", "        pass", "tests/test_apply.py"),
