@@ -1,7 +1,7 @@
 """On a GPU only (marker `gpu`, run by `scripts/gpu-check`, left out of the default run): what the
 CPU tests of test_gpu.py take from a recorded file, checked against XLA:GPU itself.
 
-Not yet run on hardware from this project (see README).
+Not yet run on hardware from this project (see docs/gpu.md).
 """
 
 from __future__ import annotations

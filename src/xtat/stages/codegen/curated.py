@@ -61,7 +61,7 @@ CPU: tuple[CuratedOption, ...] = (
                   why="min/max without NaN propagation"),
 )
 
-# XLA:GPU. Not yet run on GPU hardware from this project (see README); names and types are checked
+# XLA:GPU. Not yet run on GPU hardware from this project (see docs/gpu.md); names and types are checked
 # against the installed XLA's catalog in the default test run. `optimization_level` and
 # `memory_fitting_level` are build options (jax passes them on ExecutableBuildOptions; values are
 # jax's EffortLevel O0..O3). This XLA has no TF32 switch: jax's default matmul precision already
