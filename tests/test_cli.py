@@ -25,6 +25,16 @@ def run(*args, check=True, timeout=300):
     return result
 
 
+PROGRESS_AND_NOTES = ("note:", "tuning ", "wrote ", "next:", "checking ", "choosing ", "timing ", "report:",
+                      "xtat run:")
+
+
+def assert_only_progress_and_notes(stderr: str) -> None:
+    """stderr holds the progress bar and notes (each line opens with its word), never a result."""
+    for line in stderr.splitlines():
+        assert not line.strip() or line.lstrip().startswith(PROGRESS_AND_NOTES), line
+
+
 def _trials(db):
     with sqlite3.connect(db) as con:
         return con.execute("SELECT id, config_key, status, median_s, exe_hash FROM trials ORDER BY id").fetchall()
@@ -55,7 +65,8 @@ def test_bad_database_is_refused_unchanged(tmp_path):
 def test_tune_json_contract_show_trials_apply_export_import(db, tmp_path):
     result = run("tune", tiny_target("tiny_mlp"), "--db", db, "--budget", "3", "--options", OPTIONS,
                  "--stages", "codegen", "--json")
-    document = json.loads(result.stdout.strip().splitlines()[-1])
+    document = json.loads(result.stdout)  # with --json, stdout is the JSON object and nothing else
+    assert_only_progress_and_notes(result.stderr)
     for key in ("workload", "fingerprint", "default_ms", "best_ms", "speedup", "speedup_ci", "adopted", "trials",
                 "best_config"):
         assert key in document
@@ -71,6 +82,21 @@ def test_tune_json_contract_show_trials_apply_export_import(db, tmp_path):
     other = tmp_path / "other.db"
     run("import", export, "--db", other)
     assert len(_trials(other)) == 3
+    # Every command's result on stdout; on stderr nothing but progress and notes (`xtat tune >
+    # result.txt` keeps the result). The tune again resumes: nothing new is measured.
+    again = run("tune", tiny_target("tiny_mlp"), "--db", db, "--budget", "3", "--options", OPTIONS,
+                "--stages", "codegen")
+    assert "speedup" in again.stdout and "default" in again.stdout and "new 0" in again.stdout
+    preset = run("export", "-", "--preset", "python", "--db", db)
+    assert "COMPILER_OPTIONS" in preset.stdout
+    imported = run("import", export, "--db", tmp_path / "third.db")
+    assert imported.stdout.startswith("imported")
+    explained = run("explain", tiny_target("tiny_mlp"), "--db", db, "--rounds", "3") if document["adopted"] else None
+    for shown in (again, run("show", "--db", db), run("trials", "tiny_mlp", "--db", db), preset, imported,
+                  run("suite", "list"), explained):
+        if shown is not None:
+            assert shown.stdout.strip(), shown.args
+            assert_only_progress_and_notes(shown.stderr)
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     result = run("import", bad, "--db", other, check=False)

@@ -137,13 +137,13 @@ def tune(
             console.print(f"note: {len(members) - 1} other signature(s) of {members[0].display_name} keep XLA's "
                           "defaults: nothing was adopted for its largest")
     if profile is not None and "runtime" in names(stages):
-        _choose_runtime(db, profile)
+        _choose_runtime(db, profile, as_json)
 
 
 SCRIPT_ROUNDS = 6  # whole-script runs per runtime setup, each against one without: an exact 95% interval needs 6
 
 
-def _choose_runtime(db: str | None, name: str) -> None:
+def _choose_runtime(db: str | None, name: str, as_json: bool) -> None:
     from xtat.candidate import available_cpus
     from xtat.profile.runtime import choose
     from xtat.profile.session import latest
@@ -156,7 +156,10 @@ def _choose_runtime(db: str | None, name: str) -> None:
                   "under it")
     with user_errors():
         choice = choose(name, found.command, found.cwd, db, SCRIPT_ROUNDS)
-    out.print(choice.describe())
+    if as_json:  # stdout holds only the JSON lines
+        console.print(f"note: {choice.describe()}")
+    else:
+        out.print(choice.describe())
 
 
 def _profiled(db: str | None, name: str, stages: str) -> tuple[list[tuple[float, list]], str]:
@@ -205,31 +208,8 @@ def _tune_one(workload, settings, db: str | None, as_json: bool) -> TuneResult:
 
         with user_errors():
             result = run_tune(workload, db=db, settings=settings, on_trial=on_trial)
-    table = Table(title=f"{result.workload}  [{result.fingerprint[:12]}]")
-    for column in ("", "median ms", "95% CI ms"):
-        table.add_column(column)
-    table.add_row("default", f"{result.default_ms:.3f}",
-                  f"[{result.default_ci_ms[0]:.3f}, {result.default_ci_ms[1]:.3f}]")
-    table.add_row("best", f"{result.best_ms:.3f}", f"[{result.best_ci_ms[0]:.3f}, {result.best_ci_ms[1]:.3f}]")
-    console.print(table)
-    console.print(f"speedup {result.speedup:.3f}x  95% CI [{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}]"
-                  f"  -> {result.message}")
-    console.print(f"trials {result.trials}  new {result.new_trials}  wall {result.wall_s:.1f} s  db {result.db}")
-    if result.new_trials:
-        console.print(f"time: {result.time_split.describe()}")
-    if result.adopted:
-        console.print(f"config {json.dumps(result.best_config)}")
-    if result.no_ops:
-        console.print(f"no-op decisions (never changed the executable): {', '.join(result.no_ops)}")
-    if result.pareto:
-        front = Table(title=f"Pareto front over {', '.join(settings.objectives)} (ok trials)")
-        for column in ("trial", "median ms", "compile s", "peak bytes", "config"):
-            front.add_column(column)
-        for point in result.pareto:
-            front.add_row(str(point["trial"]), f"{point['median_ms']:.3f}" + (" (raced)" if point["raced"] else ""),
-                          f"{point['compile_s']:.2f}", "-" if point["peak_bytes"] is None else str(point["peak_bytes"]),
-                          json.dumps(point["config"]))
-        console.print(front)
+    if not as_json:  # with --json, stdout is the JSON object alone
+        _show_result(result, settings)
     for note in result.notes:
         console.print(f"note: {note}")
     if as_json:
@@ -239,6 +219,35 @@ def _tune_one(workload, settings, db: str | None, as_json: bool) -> TuneResult:
         # One compact line, last, so that scripts can take the final line of stdout.
         sys.stdout.write(json.dumps({**{k: document[k] for k in keys}, **document}) + "\n")
     return result
+
+
+def _show_result(result: TuneResult, settings) -> None:
+    """A run's result on stdout, as tables and lines."""
+    table = Table(title=f"{result.workload}  [{result.fingerprint[:12]}]")
+    for column in ("", "median ms", "95% CI ms"):
+        table.add_column(column)
+    table.add_row("default", f"{result.default_ms:.3f}",
+                  f"[{result.default_ci_ms[0]:.3f}, {result.default_ci_ms[1]:.3f}]")
+    table.add_row("best", f"{result.best_ms:.3f}", f"[{result.best_ci_ms[0]:.3f}, {result.best_ci_ms[1]:.3f}]")
+    out.print(table)
+    out.print(f"speedup {result.speedup:.3f}x  95% CI [{result.speedup_ci[0]:.3f}, {result.speedup_ci[1]:.3f}]"
+              f"  -> {result.message}")
+    out.print(f"trials {result.trials}  new {result.new_trials}  wall {result.wall_s:.1f} s  db {result.db}")
+    if result.new_trials:
+        out.print(f"time: {result.time_split.describe()}")
+    if result.adopted:
+        out.print(f"config {json.dumps(result.best_config)}")
+    if result.no_ops:
+        out.print(f"no-op decisions (never changed the executable): {', '.join(result.no_ops)}")
+    if result.pareto:
+        front = Table(title=f"Pareto front over {', '.join(settings.objectives)} (ok trials)")
+        for column in ("trial", "median ms", "compile s", "peak bytes", "config"):
+            front.add_column(column)
+        for point in result.pareto:
+            front.add_row(str(point["trial"]), f"{point['median_ms']:.3f}" + (" (raced)" if point["raced"] else ""),
+                          f"{point['compile_s']:.2f}", "-" if point["peak_bytes"] is None else str(point["peak_bytes"]),
+                          json.dumps(point["config"]))
+        out.print(front)
 
 
 def _open(db: str | None, read_only: bool = True):
@@ -364,9 +373,9 @@ def import_(path: Path = typer.Argument(..., help="JSON file written by `xtat ex
         report = store.import_(document, prefer_imported=prefer_imported)
     except UserError as exc:
         _fail(str(exc))
-    console.print(f"imported {report.added}")
+    out.print(f"imported {report.added}")
     for line in report.skipped:
-        console.print(f"skipped: {line}")
+        out.print(f"skipped: {line}")
 
 
 @app.command()

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from xtat.cli.common import console, names, user_errors
+from xtat.cli.common import console, names, out, user_errors
 from xtat.cli.common import fail as _fail
 from xtat.errors import UserError
 
@@ -75,13 +75,15 @@ def bench(
     with user_errors("finished trials are kept in the store; run the same command again to resume"):
         result = run_bench(settings, db=db, report_dir=report, on_workload=on_workload, on_outcome=on_outcome)
     files = write_report(bench_report(result), report)
-    _print_summary(result)
+    if not as_json:  # with --json, stdout is the JSON object alone
+        _print_summary(result)
     console.print(f"report: {files.markdown} and {files.html}  ({len(files.figures)} figures)")
     if as_json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")  # one line, last
 
 
 def _print_summary(result) -> None:
+    """The campaign's table and means, on stdout."""
     table = Table(title=f"xtat bench: {len(result.outcomes)} workload(s)")
     for column in ("workload", "default ms", "tuned ms", "speedup [95% CI]", "adopted", "trials"):
         table.add_column(column, overflow="fold")
@@ -92,12 +94,12 @@ def _print_summary(result) -> None:
         table.add_row(o.name, f"{o.default_ms:.3f}", f"{o.tuned_ms:.3f}",
                       f"{o.speedup:.3f} [{o.speedup_ci[0]:.3f}, {o.speedup_ci[1]:.3f}]",
                       "yes" if o.adopted else "no", ", ".join(f"{k} {v}" for k, v in o.trials.items()))
-    console.print(table)
+    out.print(table)
     for label, mean in (("delivered", result.delivered), ("best finalist", result.best_found)):
         if mean is not None:
-            console.print(f"geometric-mean speedup ({label}) {mean.value:.3f}x  95% CI [{mean.low:.3f}, "
-                          f"{mean.high:.3f}] over {mean.count} workload(s)", highlight=False)
+            out.print(f"geometric-mean speedup ({label}) {mean.value:.3f}x  95% CI [{mean.low:.3f}, "
+                      f"{mean.high:.3f}] over {mean.count} workload(s)", highlight=False)
     peak = result.peak
-    console.print(f"roofline peaks {peak.flops_per_s / 1e9:.1f} GFLOP/s, {peak.bytes_per_s / 1e9:.1f} GB/s "
-                  f"({'measured now' if result.peak_measured_now else 'from the store'})  "
-                  f"wall {result.wall_s:.1f} s  db {result.db}", highlight=False)
+    out.print(f"roofline peaks {peak.flops_per_s / 1e9:.1f} GFLOP/s, {peak.bytes_per_s / 1e9:.1f} GB/s "
+              f"({'measured now' if result.peak_measured_now else 'from the store'})  "
+              f"wall {result.wall_s:.1f} s  db {result.db}", highlight=False)

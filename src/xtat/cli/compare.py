@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from xtat.cli.common import console, names, user_errors
+from xtat.cli.common import console, names, out, user_errors
 from xtat.cli.common import fail as _fail
 from xtat.errors import UserError
 from xtat.stages.registry import STAGE_ORDER
@@ -93,7 +92,8 @@ def compare(
             remeasured = remeasure_campaign(plan, runs, on_workload)
     analysis = analyze(runs, plan.budget, remeasured, plan.reference_budget)
     wall_s = time.perf_counter() - started
-    _print_tables(analysis, Console(stderr=as_json, width=None if sys.stdout.isatty() else 160))
+    if not as_json:  # with --json, stdout is the JSON object alone
+        _print_tables(analysis)
     if report is not None:
         from xtat.compare.report import campaign_report
         from xtat.report import write_report
@@ -110,7 +110,8 @@ def compare(
         sys.stdout.write(json.dumps(document) + "\n")  # one line, last
 
 
-def _print_tables(analysis, printer: Console) -> None:
+def _print_tables(analysis) -> None:
+    """The campaign's tables and summary, on stdout."""
     from xtat.compare.report import STRATEGY_COLUMNS, strategy_cells, summary_lines, workload_caption
 
     for w in analysis.workloads:
@@ -119,8 +120,8 @@ def _print_tables(analysis, printer: Console) -> None:
             table.add_column(column)
         for s in w.strategies:
             table.add_row(*strategy_cells(s))
-        printer.print(table)
+        out.print(table)
     for line in summary_lines(analysis):
-        printer.print(line, highlight=False)
+        out.print(line, highlight=False)
 
 
