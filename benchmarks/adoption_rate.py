@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import xtat
-from xtat.targets import load_target
+from xtat.capture.targets import load_target
 
 
 def main() -> None:

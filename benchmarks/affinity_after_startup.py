@@ -38,7 +38,7 @@ WAYS = ("all", "start", "late")
 def child(way: str, target: str) -> None:
     import jax
 
-    from xtat.targets import load_target
+    from xtat.capture.targets import load_target
 
     workload = load_target(target)
     jitted = jax.jit(workload.fn)

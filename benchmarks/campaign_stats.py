@@ -22,7 +22,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from xtat.space.space import config_key
+from xtat.core.space import config_key
 from xtat.store.sql import Store
 
 

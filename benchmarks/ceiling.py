@@ -50,10 +50,10 @@ def offered(target: str) -> dict[str, dict]:
     options ("options") and the process setup ("setup": `ProcessSetup`'s fields) it sets."""
     import jax
 
+    from xtat.capture.targets import load_target
     from xtat.stages.codegen.space import codegen_space
     from xtat.stages.passes import SAFE
     from xtat.stages.runtime import runtime_decisions
-    from xtat.targets import load_target
 
     workload = load_target(target)
     with tempfile.TemporaryDirectory() as dump:
@@ -100,8 +100,8 @@ def pair(target: str, options: dict, rounds: int, min_batch_s: float) -> dict:
     """The default and one set of options in this process: their speedup, and whether outputs agree."""
     import jax
 
+    from xtat.capture.targets import load_target
     from xtat.runner.timing import interleaved, speedup_ci
-    from xtat.targets import load_target
 
     workload = load_target(target)
     args, kwargs = workload.args, workload.kwargs or {}
@@ -151,7 +151,7 @@ def measure_in_process_pairs(target: str, probe: dict, rounds: int, pairs: int, 
     import jax
     import numpy as np
 
-    from xtat.targets import load_target
+    from xtat.capture.targets import load_target
 
     candidate = real_code.serve_command(target, min_batch_s, "--options", json.dumps(probe["options"]),
                                         "--setup", json.dumps(probe["setup"]))

@@ -40,10 +40,10 @@ import jax
 import numpy as np
 
 import xtat
+from xtat.capture.workload import Identity
+from xtat.core.space import config_key
 from xtat.runner.timing import speedup_ci
-from xtat.space.space import config_key
 from xtat.store.sql import Store
-from xtat.workload import Identity
 
 ADOPTED_OPTIONS = {"xla_cpu_prefer_vector_width": 128, "xla_backend_optimization_level": 2}
 

@@ -29,7 +29,7 @@ WORKLOADS = ("suite:bert/train", "suite:moe-glam/train")  # matmul-heavy; mixtur
 def _device() -> dict:
     import jax
 
-    from xtat.workload import environment_identity
+    from xtat.capture.workload import environment_identity
 
     return {"devices": [str(d) for d in jax.devices()], **environment_identity()}
 
@@ -39,9 +39,9 @@ def check(target: str, out: Path, db: Path, budget: int, time_s: float, stages: 
     from real_code import delivered
 
     import xtat
+    from xtat.capture.targets import load_target
     from xtat.stages.tiles import results
     from xtat.store.sql import Store
-    from xtat.targets import load_target
 
     started = time.perf_counter()
     result = xtat.tune(load_target(target), db=db, budget=budget, time_s=time_s, stages=stages)

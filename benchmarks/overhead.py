@@ -16,7 +16,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from xtat.targets import load_target
+from xtat.capture.targets import load_target
 from xtat.tuner import TuneSettings, tune
 
 

@@ -20,8 +20,8 @@ import sys
 
 import jax
 
+from xtat.capture.targets import load_target
 from xtat.runner.timing import interleaved, speedup_ci
-from xtat.targets import load_target
 
 
 def load_preset(path: str):

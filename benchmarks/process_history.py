@@ -24,13 +24,13 @@ import argparse
 import json
 from pathlib import Path
 
+from xtat.capture.targets import load_target
+from xtat.capture.workload import capture
 from xtat.compare.remeasure import remeasured_path, speedups_only
 from xtat.stages.registry import make_stages
-from xtat.targets import load_target
 from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
-from xtat.workload import capture
 
 
 def main() -> None:

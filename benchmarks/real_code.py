@@ -48,7 +48,7 @@ def _program(source: str):
     if source.endswith(".py"):
         module = _module(Path(source))
         return module.step, module.arguments(), module.JIT_OPTIONS
-    from xtat.targets import load_target
+    from xtat.capture.targets import load_target
 
     workload = load_target(source)
     options = {name: getattr(workload, name) for name in ("static_argnums", "static_argnames", "donate_argnums",
@@ -67,7 +67,7 @@ def serve(example: str, db: str | None, min_sample_s: float, options: dict | Non
     import numpy as np
 
     import xtat
-    from xtat.arguments import unwrap_jit
+    from xtat.capture.arguments import unwrap_jit
     from xtat.runner.timing import TimingPolicy, calibrate, sample
 
     # The protocol gets a private copy of stdout; the program's own prints (jax.debug.print) go to stderr.
@@ -193,7 +193,7 @@ def delivered(example: Path | str, db: Path, runtime: bool, rounds: int, pairs: 
 
 def tune_and_measure(example: Path, folder: Path, time_s: float, rounds: int, pairs: int) -> dict:
     import xtat
-    from xtat.targets import load_target
+    from xtat.capture.targets import load_target
 
     db = folder / f"{example.stem}.db"
     result = xtat.tune(load_target(f"{example}:make"), db=db, time_s=time_s)
@@ -235,7 +235,7 @@ def main() -> None:
     options = parser.parse_args()
     if options.serve:
         if options.setup:
-            from xtat.candidate import ProcessSetup
+            from xtat.core.candidate import ProcessSetup
 
             ProcessSetup(**json.loads(options.setup)).enter()  # before any jax backend starts
         serve(options.serve, options.db, options.min_sample, json.loads(options.options or "{}"))

@@ -52,8 +52,8 @@ class SleepingWorker:
         self.compile_s, self.measure_s = compile_s, measure_s
 
     def describe(self) -> dict:
+        from xtat.capture.workload import environment_identity
         from xtat.runner.ray import node_name
-        from xtat.workload import environment_identity
 
         return {"node": node_name(), "env": environment_identity()}
 

@@ -36,10 +36,10 @@ def run_one(target: str, db: str) -> dict:
     import jax
 
     import xtat
-    from xtat.analysis.ablation import explain
+    from xtat.capture.targets import load_target
+    from xtat.capture.workload import capture
     from xtat.stages.sharding.layouts import enumerate_layouts
-    from xtat.targets import load_target
-    from xtat.workload import capture
+    from xtat.tuning.ablation import explain
 
     workload = load_target(target)
     captured = capture(workload)
@@ -62,15 +62,15 @@ def run_one(target: str, db: str) -> dict:
 def confirm_best(target: str, db: str) -> dict:
     """The store's fastest finalist, deployed as production deploys it in fresh processes and timed
     interleaved with the default (`tuning.confirmation`): the figure for a layout nothing adopted."""
-    from xtat.space.space import config_id
+    from xtat.capture.targets import load_target
+    from xtat.capture.workload import capture
+    from xtat.core.space import config_id
     from xtat.stages.base import concretize
     from xtat.stages.registry import make_stages
     from xtat.store.sql import Store
-    from xtat.targets import load_target
     from xtat.tuning.confirmation import confirm
     from xtat.tuning.session import open_runner
     from xtat.tuning.settings import TuneSettings
-    from xtat.workload import capture
 
     captured = capture(load_target(target))
     with Store.open(db) as store:

@@ -18,7 +18,8 @@ import json
 import time
 from collections import Counter
 
-from xtat.candidate import Candidate
+from xtat.capture.workload import capture
+from xtat.core.candidate import Candidate
 from xtat.runner.protocol import Failed
 from xtat.runner.verify import Tolerance
 from xtat.stages.base import concretize
@@ -28,7 +29,6 @@ from xtat.stages.registry import make_stages
 from xtat.suite import FORMS, entries, suite_workload
 from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
-from xtat.workload import capture
 
 MCMC = ("hmc-logistic", "nuts-logistic", "eight-schools", "gaussian-mixture")
 

@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from xtat.candidate import Candidate
+from xtat.core.candidate import Candidate
+from xtat.core.status import RunStatus, TrialStatus
 from xtat.runner.base import WorkerFailure
 from xtat.runner.protocol import Check, Compiled, Failed, Timed, Verified
 from xtat.runner.timing import Race, TimingPolicy, median_ci, paired
 from xtat.runner.verify import Budget, Tolerance
-from xtat.status import RunStatus, TrialStatus
 from xtat.store.records import Result, Trial, WorkloadRecord
 
 

@@ -26,7 +26,7 @@ M = [
              "tests/test_store.py -k version_2"),
     Mutation("raced not a trial field", "src/xtat/store/records.py", '    Field("raced", (bool,)),\n', "",
              "tests/test_store.py"),
-    Mutation("process setup leaves XLA_FLAGS", "src/xtat/candidate.py",
+    Mutation("process setup leaves XLA_FLAGS", "src/xtat/core/candidate.py",
              "        os.environ.update(self.environment(dict(os.environ)))", "        pass",
              "tests/test_stages.py -k host_device"),
 ]

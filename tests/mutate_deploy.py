@@ -19,12 +19,12 @@ M = [Mutation(*m) for m in [
  ("local first", "src/xtat/store/rows.py", "key=lambda r: (not r.imported, r.created_at, r.id)", "key=lambda r: r.id", "tests/test_store.py"),
  ("run settings exported", "src/xtat/store/sql.py", "\"run_settings\": self.run_settings(r.run_id)}", "\"run_settings\": None}", "tests/test_store.py"),
  ("own row excluded", "src/xtat/store/sql.py", "TrialStatus.DUPLICATE.value]), t.id != asking_id)", "TrialStatus.DUPLICATE.value]), t.id != -1)", "tests/test_store.py"),
- ("machine in key", "src/xtat/workload.py", "        env.update(_cpu_identity())", "        pass", "tests/test_apply.py"),
+ ("machine in key", "src/xtat/capture/workload.py", "        env.update(_cpu_identity())", "        pass", "tests/test_apply.py"),
  ("roof check", "src/xtat/bench/roofline.py", "    if max(placement.default_fraction, placement.tuned_fraction) > 1.0:", "    if False:", "tests/test_bench.py"),
  ("loops left out", "src/xtat/bench/roofline.py", "    if loops:", "    if False:", "tests/test_bench.py"),
  ("export error", "src/xtat/tuning/session.py", "        except Exception as exc:  # e.g. a knob", "        except ZeroDivisionError as exc:  # e.g. a knob", "tests/test_tune.py -k exported"),
  ("preset options", "src/xtat/apply/preset.py", "        \"compiler_options\": {e.name: e.compile_options for e in entries},", "        \"compiler_options\": {e.name: {} for e in entries},", "tests/test_preset.py"),
- ("run affinity", "src/xtat/candidate.py", "            os.sched_setaffinity(0, affinity)", "            pass", "tests/test_launch.py"),
+ ("run affinity", "src/xtat/core/candidate.py", "            os.sched_setaffinity(0, affinity)", "            pass", "tests/test_launch.py"),
 ]]
 
 sys.exit(check(M))

@@ -8,7 +8,7 @@ import sys
 
 from mutation import Mutation, check
 
-ARGUMENTS = "src/xtat/arguments.py"
+ARGUMENTS = "src/xtat/capture/arguments.py"
 REAL = "tests/test_real_code.py"
 M = [
     Mutation("typed keys not rewrapped", ARGUMENTS,
@@ -33,17 +33,17 @@ M = [
              "        else:\n            raise UserError(\n                f\"{what}: {name} is a",
              "        else:\n            array, weak = np.asarray(leaf), False\n        if False:\n"
              "            raise UserError(\n                f\"{what}: {name} is a", REAL),
-    Mutation("make_inputs statics unchecked", "src/xtat/workload.py",
+    Mutation("make_inputs statics unchecked", "src/xtat/capture/workload.py",
              "        if not _same_statics(static, fresh_static):", "        if False:", REAL),
     Mutation("worker's program key unchecked", "src/xtat/build/source_program.py",
              "        if program_key(lowered.as_text(), describe_avals(lowered)) != source.program_key:",
              "        if False:", REAL + " -k traces_another"),
-    Mutation("callback program without source accepted", "src/xtat/workload.py",
+    Mutation("callback program without source accepted", "src/xtat/capture/workload.py",
              "        if workload.source is None:\n            raise UserError(",
              "        if False:\n            raise UserError(", REAL + " -k importable"),
-    Mutation("names without the stem", "src/xtat/targets.py",
+    Mutation("names without the stem", "src/xtat/capture/targets.py",
              'return f"{Path(where).stem}:{attr}" if', "return attr if", REAL + " -k named"),
-    Mutation("colliding names kept", "src/xtat/compare/runner.py",
+    Mutation("colliding names kept", "src/xtat/compare/runs.py",
              "dataclasses.replace(w, name=target) if slugs.count(slug) > 1 else w", "w", REAL + " -k named"),
     Mutation("no deployment note", "src/xtat/tuning/adoption.py",
              "    if not candidate.process:\n        return \"\"", "    if True:\n        return \"\"", REAL + " -k deploy_it"),

@@ -32,7 +32,7 @@ def chain(x):
 
 
 def keys(jitted, *args, **kwargs) -> str:
-    from xtat.workload import Identity
+    from xtat.capture.workload import Identity
 
     return Identity.of(jitted.lower(*args, **kwargs)).fingerprint
 

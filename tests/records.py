@@ -7,8 +7,8 @@ as a tuning run would leave it.
 from __future__ import annotations
 
 from tiny import tiny_mlp
+from xtat.capture.workload import capture
 from xtat.store.sql import Store
-from xtat.workload import capture
 
 
 def adopt(db, config: dict, *, name: str = "tiny_mlp", workload=None, env: dict | None = None,
@@ -31,6 +31,6 @@ def adopt(db, config: dict, *, name: str = "tiny_mlp", workload=None, env: dict 
 
 
 def _key(config: dict) -> str:
-    from xtat.space.space import config_key
+    from xtat.core.space import config_key
 
     return config_key(config)

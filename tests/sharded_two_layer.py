@@ -46,7 +46,7 @@ def deploy(db: str, fn=two_layer, layout: str = "data=2; batch:data") -> dict:
     import jax
 
     from records import adopt
-    from xtat.workload import capture
+    from xtat.capture.workload import capture
 
     w = workload(fn=fn)
     captured = capture(w)
@@ -75,8 +75,8 @@ def marked(db: str) -> dict:
     import jax
 
     from tiny import FAST
+    from xtat.capture.workload import capture
     from xtat.tuner import rewritten_exporter
-    from xtat.workload import capture
 
     w = workload(fn=two_layer_marked)
     captured = capture(w)

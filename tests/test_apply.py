@@ -71,7 +71,7 @@ def test_jit_with_stale_record_falls_back(db):
 
 def test_the_environment_key_names_this_cpu():
     """On CPU the device kind is just "cpu": the key must say which CPU, so a store from another applies nowhere."""
-    from xtat.workload import environment_identity
+    from xtat.capture.workload import environment_identity
 
     env = environment_identity()
     cpuinfo = open("/proc/cpuinfo").read()
@@ -84,7 +84,7 @@ def test_on_gpu_the_key_names_cuda_runtime_driver_and_cudnn():
     """No GPU here: a stand-in for jaxlib's cuda_versions module, as on a CUDA machine."""
     from types import SimpleNamespace
 
-    from xtat.workload import _cuda_identity
+    from xtat.capture.workload import _cuda_identity
 
     versions = SimpleNamespace(cuda_runtime_get_version=lambda: 12080, cuda_driver_get_version=lambda: 12090,
                                cudnn_get_version=lambda: 91000)
@@ -94,7 +94,7 @@ def test_on_gpu_the_key_names_cuda_runtime_driver_and_cudnn():
 
 def test_record_keyed_before_the_machine_was_named_is_stale_never_applied_never_deleted(db):
     """A record from before the key named the CPU model, ISA and XLA flags: same program, older key."""
-    from xtat.workload import fingerprint
+    from xtat.capture.workload import fingerprint
 
     _record(db)
     with sqlite3.connect(db) as con:

@@ -12,7 +12,6 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from xtat.analysis.ablation import Ablation, Variant
 from xtat.bench.campaign import (
     BenchResult,
     BenchSettings,
@@ -25,7 +24,8 @@ from xtat.bench.campaign import (
 )
 from xtat.bench.report import bench_report
 from xtat.bench.roofline import MachinePeak, machine_key, place
-from xtat.errors import UserError
+from xtat.capture.workload import Workload
+from xtat.core.errors import UserError
 from xtat.report import (
     ConvergenceSeries,
     Figure,
@@ -47,7 +47,7 @@ from xtat.report import (
 from xtat.report.figures import is_png
 from xtat.store.sql import Store
 from xtat.suite import SuiteEntry
-from xtat.workload import Workload
+from xtat.tuning.ablation import Ablation, Variant
 
 
 class _Page(HTMLParser):
@@ -193,7 +193,7 @@ def test_no_roofline_point_above_the_roof_and_loops_left_out_with_the_reason(cos
 def test_capture_counts_the_while_loops_the_cost_analysis_undercounts():
     from jax import lax
 
-    from xtat.workload import capture
+    from xtat.capture.workload import capture
 
     def looped(x):
         return lax.fori_loop(0, 10, lambda i, v: v * 1.01, x)

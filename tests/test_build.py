@@ -10,9 +10,9 @@ import pytest
 import xtat
 from tiny import CHUNKS, FAST, mlp, tiny_chunked_mlp, tiny_chunked_nan_max, tiny_mlp, tiny_nan_max
 from xtat.build.builder import executable_identity
-from xtat.protowire import fields, read_varint
 from xtat.stages.program.knobs import knob_session
 from xtat.store.sql import Store
+from xtat.xla.protowire import fields, read_varint
 
 
 def _lowered():

@@ -25,7 +25,7 @@ from xtat.compare.analysis import (
 )
 from xtat.compare.remeasure import remeasure, remeasured_path
 from xtat.compare.report import campaign_report
-from xtat.compare.runner import (
+from xtat.compare.runs import (
     TUNING_FIELDS,
     CampaignPlan,
     available_strategies,
@@ -33,9 +33,9 @@ from xtat.compare.runner import (
     run_campaign,
     run_paths,
 )
-from xtat.errors import UserError
+from xtat.core.errors import UserError
+from xtat.core.space import config_key
 from xtat.report import to_html, to_markdown
-from xtat.space.space import config_key
 from xtat.store.sql import Store
 from xtat.tuner import TuneSettings
 
@@ -305,7 +305,7 @@ def test_baseline_is_tpe_over_codegen_only(tmp_path):
 def test_model_runs_learn_from_the_earlier_workloads_runs_only(tmp_path, monkeypatch):
     # TEST-ONLY: tune() replaced by a recorder that leaves a store file and a TuneResult-like
     # document, so the plan's settings per run are seen without tuning anything.
-    import xtat.compare.runner as runner
+    import xtat.compare.runs as runner
 
     seen = []
 

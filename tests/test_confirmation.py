@@ -13,7 +13,7 @@ import pytest
 
 import xtat
 from tiny import CHUNKED, tiny_chunked_mlp
-from xtat.runner.load import Load, LoadMonitor, cpu_ticks
+from xtat.runner.load import LoadMonitor, MachineLoad, cpu_ticks
 from xtat.tuning.confirmation import SequentialDesign, Verdict
 
 
@@ -95,7 +95,7 @@ def test_steal_time_is_told_but_not_another_process_load():
     recorded = "cpu  4520296 33383 226430 2262243 8141 0 13404 260756 0 0"
     assert cpu_ticks(recorded) == (4520296 + 33383 + 226430 + 0 + 13404, 260756)
     assert cpu_ticks("cpu  10 0 5 100") == (15, 0)  # an old kernel's shorter line
-    assert "steal" in Load(10.0, 0.0, 0.5, 2, stolen_cores=0.6).describe()
+    assert "steal" in MachineLoad(10.0, 0.0, 0.5, 2, stolen_cores=0.6).describe()
 
 
 def test_processes_started_from_here_are_its_own_even_once_they_have_exited():

@@ -16,8 +16,10 @@ import pytest
 
 import xtat
 from tiny import CHUNKED, mlp, tiny_chunked_mlp, tiny_mlp
-from xtat.candidate import Candidate
-from xtat.errors import UserError
+from xtat.capture.workload import capture
+from xtat.core.candidate import Candidate
+from xtat.core.errors import UserError
+from xtat.core.space import Decision, Space, config_key
 from xtat.model.cost_model import examples, prior, ranking_report
 from xtat.model.features import compile_metrics, decision_features
 from xtat.model.objectives import pareto_front, pareto_indices
@@ -25,15 +27,13 @@ from xtat.runner.base import DEFAULT_ID
 from xtat.runner.process import ProcessRunner
 from xtat.runner.protocol import Compiled
 from xtat.search.gp import GPSearch
-from xtat.search.model import ModelSearch
 from xtat.search.random_search import RandomSearch
-from xtat.space.space import Decision, Space, config_key
+from xtat.search.trees import ModelSearch
 from xtat.store.records import Trial
 from xtat.store.sql import Store
 from xtat.tuner import TuneSettings
 from xtat.tuning.adoption import finalize
 from xtat.tuning.context import RunContext
-from xtat.workload import capture
 
 # -- features from a real compile -------------------------------------------------------------
 

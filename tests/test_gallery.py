@@ -15,8 +15,8 @@ import pytest
 import xtat
 from tiny import FAST
 from xtat.apply.lookup import Found
-from xtat.arguments import unwrap_jit
-from xtat.targets import load_target
+from xtat.capture.arguments import unwrap_jit
+from xtat.capture.targets import load_target
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 GALLERY = sorted(path.stem for path in EXAMPLES.glob("*.py"))

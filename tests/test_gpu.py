@@ -19,8 +19,9 @@ import pytest
 
 from tiny import tiny_mlp
 from xtat.apply.lookup import AUTOTUNE_OPTION, Found, Lookup, deployment
-from xtat.candidate import AUTOTUNE_FLAG, Candidate, ProcessSetup
-from xtat.errors import UserError
+from xtat.capture.workload import capture, environment_identity
+from xtat.core.candidate import AUTOTUNE_FLAG, Candidate, ProcessSetup
+from xtat.core.errors import UserError
 from xtat.runner.host_lock import holding, host_locks, measured_device
 from xtat.runner.pool import Pool
 from xtat.runner.process import ProcessRunner
@@ -29,7 +30,6 @@ from xtat.stages.codegen import CodegenStage
 from xtat.stages.codegen.space import codegen_space
 from xtat.stages.registry import STAGE_ORDER, make_stages
 from xtat.stages.tiles import TilesStage, results
-from xtat.workload import capture, environment_identity
 
 FIXTURE = Path(__file__).parent / "fixtures" / "autotune" / "h200-fusions.textproto"
 MLP, ATTENTION, TINY = "mlp", "attention", "tiny"

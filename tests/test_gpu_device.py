@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 import xtat
-from xtat.candidate import Candidate, ProcessSetup
-from xtat.errors import UserError
+from xtat.capture.workload import capture
+from xtat.core.candidate import Candidate, ProcessSetup
+from xtat.core.errors import UserError
 from xtat.runner.process import ProcessRunner
 from xtat.runner.protocol import Compiled, Timed
 from xtat.runner.timing import TimingPolicy
 from xtat.runner.verify import Tolerance
 from xtat.stages.tiles import results
-from xtat.workload import capture
 
 pytestmark = pytest.mark.gpu
 

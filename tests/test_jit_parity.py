@@ -33,8 +33,8 @@ import xtat
 import xtat.apply.jit as xtat_jit
 from xtat.apply.lookup import Found, Lookup
 from xtat.build.builder import executable_identity
-from xtat.candidate import Candidate
-from xtat.workload import canonical_program
+from xtat.capture.workload import canonical_program
+from xtat.core.candidate import Candidate
 
 # The pass makes a program with a long 1-D sum another program on any CPU (the codegen options may
 # change nothing on some CPUs: issue 29).

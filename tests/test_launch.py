@@ -73,7 +73,7 @@ def test_run_applies_nothing_from_an_unvetted_record(db):
 
 
 def test_run_keeps_the_users_xla_flags_and_replaces_a_device_count():
-    from xtat.candidate import ProcessSetup
+    from xtat.core.candidate import ProcessSetup
 
     env = ProcessSetup(host_devices=4).environment(
         {"XLA_FLAGS": "--xla_cpu_use_thunk_runtime=true --xla_force_host_platform_device_count=8", "HOME": "h"})
@@ -160,7 +160,7 @@ def test_a_program_is_fingerprinted_at_its_compile_as_xtat_tune_keys_it(case):
     import numpy as np
 
     from xtat.apply.intercept import identity_of
-    from xtat.workload import Identity
+    from xtat.capture.workload import Identity
 
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     # A captured array: jax 0.10.2 embeds it in the program; a jax that hoists it into an input

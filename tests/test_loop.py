@@ -12,9 +12,9 @@ import pytest
 import xtat
 from doubles import FakeRunner, MemoryStore, fake_runner_factory
 from tiny import FAST, tiny_mlp
-from xtat.candidate import Candidate
+from xtat.core.candidate import Candidate
+from xtat.core.status import TrialStatus
 from xtat.search import STRATEGIES
-from xtat.status import TrialStatus
 from xtat.store.sql import Store
 
 WIDTH = "xla_cpu_prefer_vector_width"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from jax import lax
 
-from xtat.errors import UserError
-from xtat.space.space import Decision
+from xtat.core.errors import UserError
+from xtat.core.space import Decision
 from xtat.stages.program import discover, knob, rewrite
 
 KEY = jax.random.PRNGKey(0)

@@ -6,15 +6,15 @@ import json
 
 import pytest
 
+from xtat.core.status import TrialStatus
 from xtat.runner import protocol as p
 from xtat.runner.timing import TimingPolicy
 from xtat.runner.verify import Tolerance
-from xtat.status import TrialStatus
 
 CHECK = p.Check(False, 1.5, None, "output 0: 3 elements beyond the bound",
                 ({"rule": "element", "output": 0, "index": [1, 2]},), {"excess": 2.0, "norm": 0.1})
 REQUESTS = [
-    p.Load("/tmp/run"), p.Compile("c1", "program.bin", {"xla_cpu_prefer_vector_width": 256}, is_default=False),
+    p.LoadRun("/tmp/run"), p.Compile("c1", "program.bin", {"xla_cpu_prefer_vector_width": 256}, is_default=False),
     p.Deploy("c1", "program.bin", {}, Tolerance(1e-3, None), is_default=True), p.ReferenceOutputs("default"),
     p.Measure("c1", Tolerance(), TimingPolicy(min_sample_s=0.01), is_default=True),
     p.Prepare("c1", Tolerance(), TimingPolicy(samples=3, contender_pairs=9)),

@@ -16,10 +16,10 @@ import xtat
 from records import adopt
 from tiny import CHUNKED, FAST, chunked_matmul
 from xtat.apply.lookup import Found
-from xtat.compare.runner import load_workloads
-from xtat.errors import UserError
-from xtat.targets import load_target
-from xtat.workload import capture
+from xtat.capture.targets import load_target
+from xtat.capture.workload import capture
+from xtat.compare.runs import load_workloads
+from xtat.core.errors import UserError
 
 OPTIONS = {"xla_cpu_prefer_vector_width": 128, "xla_backend_optimization_level": 1}
 FOUND = {Found.ADOPTED, Found.NOT_ADOPTED}  # the store had a record of this very program

@@ -38,11 +38,11 @@ from tiny import (
     tiny_mlp,
     tiny_target,
 )
-from xtat.errors import UserError
+from xtat.core.errors import UserError
+from xtat.core.space import config_id, config_key
+from xtat.core.status import FINAL_STATUSES
 from xtat.runner import protocol
 from xtat.runner.pool import Pool
-from xtat.space.space import config_id, config_key
-from xtat.status import FINAL_STATUSES
 from xtat.tuner import TuneResult
 
 # The sweeps here are of tiny.py's `chunks` knob: every config builds an executable of its own on
@@ -450,11 +450,11 @@ def test_no_improvement_is_claimed_between_equal_configs_on_a_noisy_machine(tmp_
     builds, with a busy neighbour process: at most 5 may claim a significant speedup."""
     import numpy as np
 
-    from xtat.candidate import Candidate
+    from xtat.capture.workload import capture
+    from xtat.core.candidate import Candidate
     from xtat.runner.process import ProcessRunner
     from xtat.runner.timing import TimingPolicy, speedup_ci
     from xtat.tuner import TuneSettings
-    from xtat.workload import capture
 
     captured = capture(tiny_mlp())
     runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, None, lambda program, layout: b"",

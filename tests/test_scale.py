@@ -20,9 +20,9 @@ import pytest
 
 import xtat
 from tiny import FAST, tiny_mlp, tiny_target
-from xtat.errors import UserError
-from xtat.space.space import config_id
-from xtat.status import FINAL_STATUSES, TrialStatus
+from xtat.core.errors import UserError
+from xtat.core.space import config_id
+from xtat.core.status import FINAL_STATUSES, TrialStatus
 from xtat.store.sql import Store
 
 XTAT = [str(Path(sys.executable).with_name("xtat"))]

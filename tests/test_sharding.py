@@ -15,14 +15,14 @@ import pytest
 
 import xtat
 from sharded_two_layer import BATCH, D_FF, D_MODEL, D_OUT, two_layer_marked, workload
-from xtat.candidate import Candidate
-from xtat.errors import UserError
+from xtat.capture.workload import capture
+from xtat.core.candidate import Candidate
+from xtat.core.errors import UserError
 from xtat.stages.base import Context
 from xtat.stages.registry import STAGE_ORDER
 from xtat.stages.sharding import ShardingStage
 from xtat.stages.sharding.layouts import Layout, enumerate_layouts, meshes, partition_spec
 from xtat.store.sql import Store
-from xtat.workload import capture
 
 TESTS = Path(__file__).parent
 TWO_LAYER = [(("d_model", "d_ff"), (D_MODEL, D_FF)), (("d_ff", "d_out"), (D_FF, D_OUT)),
@@ -140,7 +140,7 @@ def test_program_stage_decisions_are_the_same_under_a_layouts_constraints():
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    from xtat.dimnames import Placement, placed
+    from xtat.capture.dimnames import MarkLayout, placed
     from xtat.stages.program import discover, rewrite
     from xtat.stages.program.rewriting import trace, walk_points
 
@@ -153,7 +153,7 @@ def test_program_stage_decisions_are_the_same_under_a_layouts_constraints():
 
     args = workload().args
     mesh = Mesh(np.array(jax.devices()[:1]), ("data",))  # one device is enough for the equations to exist
-    laid_out = Placement(lambda v, names: jax.lax.with_sharding_constraint(v, NamedSharding(mesh, PartitionSpec())))
+    laid_out = MarkLayout(lambda v, names: jax.lax.with_sharding_constraint(v, NamedSharding(mesh, PartitionSpec())))
     decisions = discover(marked, args)
     points = [p.id for p in walk_points(trace(marked, args, {}, {}).jaxpr.jaxpr)]
     with placed(laid_out):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
 from xtat.runner.verify import Tolerance, compare
 from xtat.stages.codegen import catalog, codegen_space
 from xtat.stages.codegen.curated import CPU

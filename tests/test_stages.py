@@ -9,9 +9,9 @@ import pytest
 
 import xtat
 from tiny import FAST, tiny_mlp
-from xtat.candidate import Candidate, ProcessSetup
+from xtat.core.candidate import Candidate, ProcessSetup
+from xtat.core.space import Decision, Space
 from xtat.search.sweep import SweepThenRandom
-from xtat.space.space import Decision, Space
 from xtat.stages.base import concretize
 from xtat.stages.passes import CSE_BARRIER_EXPANDER
 from xtat.stages.registry import make_stages
@@ -40,7 +40,7 @@ def test_the_worker_applies_the_host_device_count_before_jax_starts():
     import subprocess
     import sys
 
-    code = ("from xtat.candidate import ProcessSetup; ProcessSetup.from_environment().enter(); "
+    code = ("from xtat.core.candidate import ProcessSetup; ProcessSetup.from_environment().enter(); "
             "import jax, os; print(jax.local_device_count('cpu'), os.environ['XLA_FLAGS'])")
     env = {**__import__("os").environ, **ProcessSetup(host_devices=3).variables(),
            "XLA_FLAGS": "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=5"}
@@ -117,14 +117,14 @@ def test_explain_reports_each_stage_share(db, monkeypatch):
     monkeypatch.setenv("XTAT_FAULT", "default:run:slow")  # TEST-ONLY: every candidate beats the default
     config = {"codegen": {"xla_cpu_prefer_vector_width": 128}, "runtime": {"cpus": 1}}
     store = Store.open(db)
-    from xtat.workload import capture
+    from xtat.capture.workload import capture
 
     identity = capture(tiny_mlp()).identity
     wid = store.upsert_workload(identity.fingerprint, identity.program, "tiny_mlp", identity.env, {})
     store.add_result(wid, None, True, config, 1, 1, (1.2, 1.1, 1.3), {})
     store.close()
-    from xtat.analysis.ablation import explain
     from xtat.tuner import TuneSettings
+    from xtat.tuning.ablation import explain
 
     report = explain(tiny_mlp(), db=db, settings=TuneSettings(rounds=5, min_sample_s=0.005))
     assert set(report.variants) == {"adopted", "without codegen", "without runtime"}

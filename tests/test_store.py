@@ -7,12 +7,12 @@ import sqlite3
 
 import pytest
 
-from xtat.errors import StoreError, UserError
-from xtat.space.space import config_key
-from xtat.status import TrialStatus
+from xtat.capture.workload import fingerprint
+from xtat.core.errors import StoreError, UserError
+from xtat.core.space import config_key
+from xtat.core.status import TrialStatus
 from xtat.store.records import ProfiledProgram
 from xtat.store.sql import SCHEMA_VERSION, Store
-from xtat.workload import fingerprint
 
 ENV = {"platform": "cpu", "device_kind": "cpu", "jax": "x", "jaxlib": "x"}
 FINGERPRINT = fingerprint("p" * 64, ENV)
@@ -390,7 +390,7 @@ def test_claims_and_locks_taken_at_the_same_moment_have_one_winner(new_store):
 
 
 def test_a_run_searches_under_a_lease_until_it_decides_or_its_tuner_dies(new_store):
-    from xtat.status import RunStatus
+    from xtat.core.status import RunStatus
 
     store = Store.open(new_store())
     wid = store.upsert_workload("f" * 64, "p" * 64, "w", {"jaxlib": "x"}, {})

@@ -12,10 +12,10 @@ import pytest
 import xtat
 from doubles import FakeRunner, fake_runner_factory
 from tiny import FAST, tiny_mlp
-from xtat.errors import UserError
+from xtat.core.errors import UserError
+from xtat.core.space import Config, Decision, Space, config_key, is_active
 from xtat.search import STRATEGIES, make_strategy
 from xtat.search.base import SearchStrategy
-from xtat.space.space import Config, Decision, Space, config_key, is_active
 
 A = Decision("codegen", "a", (0, 1, 2, 3), 0)
 B = Decision("codegen", "b", (0, 1, 2, 3), 0)

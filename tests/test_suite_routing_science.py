@@ -16,10 +16,10 @@ import pytest
 
 import xtat
 from tiny import FAST
+from xtat.capture.workload import Workload
 from xtat.stages.program import discover, rewrite
 from xtat.suite import FORMS, bayes, halonet, mesh_transformer, moe
 from xtat.suite.routing import DISPATCH_METHODS, queue_slots
-from xtat.workload import Workload
 
 # Backend optimization level 0 halves XLA's compile time on CPU; these tests
 # check values, not speed.

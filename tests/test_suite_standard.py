@@ -12,7 +12,7 @@ import pytest
 
 import xtat
 from tiny import FAST
-from xtat.errors import UserError
+from xtat.core.errors import UserError
 from xtat.stages.program.points import SCAN, level_points
 from xtat.suite import entries
 from xtat.suite.common import choose

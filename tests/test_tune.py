@@ -12,9 +12,9 @@ import pytest
 
 import xtat
 from tiny import CHUNKED, FAST, chunks, tiny_chunked_mlp, tiny_mlp, tiny_nan_max
-from xtat.errors import UserError
-from xtat.space.space import config_id
-from xtat.status import FINAL_STATUSES
+from xtat.core.errors import UserError
+from xtat.core.space import config_id
+from xtat.core.status import FINAL_STATUSES
 from xtat.store.sql import Store
 from xtat.tuner import TuneSettings
 

@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what static tools see; at run time every name loads on first use
     from xtat.apply.jit import jit
-    from xtat.dimnames import constrain, dims
+    from xtat.capture.dimnames import constrain, dims
+    from xtat.capture.workload import Workload
     from xtat.stages.program.knobs import knob
     from xtat.tuner import tune
     from xtat.tuning.result import TuneResult
     from xtat.tuning.settings import TuneSettings
-    from xtat.workload import Workload
 
 __all__ = ["TuneResult", "TuneSettings", "Workload", "constrain", "dims", "jit", "knob", "tune"]
 __version__ = "0.1.0"
 
 _LAZY = {
-    "Workload": "xtat.workload",
-    "dims": "xtat.dimnames",
-    "constrain": "xtat.dimnames",
+    "Workload": "xtat.capture.workload",
+    "dims": "xtat.capture.dimnames",
+    "constrain": "xtat.capture.dimnames",
     "tune": "xtat.tuner",
     "jit": "xtat.apply.jit",
     "knob": "xtat.stages.program.knobs",

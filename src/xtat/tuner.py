@@ -18,15 +18,16 @@ from typing import Any
 
 import jax
 
-from xtat.errors import StoreError, UserError
+from xtat.capture.workload import Capture, Workload, capture
+from xtat.core.errors import StoreError, UserError
+from xtat.core.space import config_key
+from xtat.core.status import RunStatus, TrialStatus
 from xtat.model.objectives import pareto_front
 from xtat.runner.base import Runner
 from xtat.runner.load import LoadMonitor
-from xtat.space.space import config_key
 from xtat.stages.base import Context, concretize
 from xtat.stages.registry import make_stages
 from xtat.stages.tiles import pin_autotuning
-from xtat.status import RunStatus, TrialStatus
 from xtat.store.base import Storage
 from xtat.store.records import Trial
 from xtat.store.sql import Store, is_url, owner_id
@@ -37,7 +38,6 @@ from xtat.tuning.loop import POLL_S, SearchLoop, formulate
 from xtat.tuning.result import TimeSplit, TrialEvent, TuneResult
 from xtat.tuning.session import open_ray_runner, open_runner, rewritten_exporter
 from xtat.tuning.settings import FORMULATIONS, TuneSettings
-from xtat.workload import Capture, Workload, capture
 
 __all__ = ["FORMULATIONS", "TrialEvent", "TuneResult", "TuneSettings", "rewritten_exporter", "tune"]
 

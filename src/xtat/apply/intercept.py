@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported when a program is first compiled: a process that compiles none pays nothing
     from xtat.apply.lookup import Lookup
-    from xtat.workload import Identity
+    from xtat.capture.workload import Identity
 
 PREFIX = "xtat run: "
 
@@ -42,7 +42,7 @@ def identity_of(computation: Any) -> Identity:
     """The `Identity` of a lowered program as jax hands it to its compiler (`MeshComputation`): the
     same keys `Identity.of(jax.jit(f).lower(...))` gives. Hoisted constants come first in its
     inputs and are not the user's arguments, so they are left out, as `Lowered.args_info` does."""
-    from xtat.workload import Identity, environment_identity, fingerprint, program_key
+    from xtat.capture.workload import Identity, environment_identity, fingerprint, program_key
 
     constants = len(computation.const_args)
     avals = computation.compile_args["all_args_info"].in_avals[constants:]

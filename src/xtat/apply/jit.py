@@ -39,9 +39,9 @@ from jax._src import core
 
 from xtat.apply import nesting
 from xtat.apply.lookup import Found, Lookup, lookup, mark_rejected
-from xtat.arguments import Statics, filtered_call, filtered_result, partition, unwrap_jit
-from xtat.errors import UserError
-from xtat.workload import Identity
+from xtat.capture.arguments import Statics, filtered_call, filtered_result, partition, unwrap_jit
+from xtat.capture.workload import Identity
+from xtat.core.errors import UserError
 
 
 def _aval(leaf: Any) -> Hashable:

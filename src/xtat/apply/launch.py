@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # this module is `xtat run`'s start: it imports neither jax nor the store until it must
-    from xtat.candidate import ProcessSetup
+    from xtat.core.candidate import ProcessSetup
     from xtat.store.sql import Store
 
 
@@ -46,8 +46,8 @@ def plan(store: Store, env: dict[str, str], workload: str | None = None) -> Runt
     one affinity and one device count.
     """
     from xtat.apply.lookup import Unvetted, vetted
-    from xtat.candidate import ProcessSetup
-    from xtat.errors import UserError
+    from xtat.core.candidate import ProcessSetup
+    from xtat.core.errors import UserError
 
     records = [store.find_workload(workload)] if workload else store.workloads()
     setups: dict[str, ProcessSetup] = {}
@@ -97,7 +97,7 @@ def launch(runtime: RuntimePlan, command: list[str], db: str | Path | None) -> N
 
 
 def _exec(command: list[str], db: str | Path | None) -> None:
-    from xtat.errors import UserError
+    from xtat.core.errors import UserError
 
     os.environ.update(program_environment(dict(os.environ), db))
     try:

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
-from xtat.candidate import AUTOTUNE_FLAG, GPU_PLATFORMS, Candidate, autotune_file
-from xtat.errors import StoreError, UserError
-from xtat.space.space import config_key
+from xtat.capture.workload import Identity
+from xtat.core.candidate import AUTOTUNE_FLAG, GPU_PLATFORMS, Candidate, autotune_file
+from xtat.core.errors import StoreError, UserError
+from xtat.core.space import config_key
 from xtat.store.reader import LookupReads
 from xtat.store.records import Result, WorkloadRecord
-from xtat.workload import Identity
 
 
 class Found(StrEnum):
@@ -164,8 +164,8 @@ def mark_rejected(db: str | Path | None, result_id: int | None, reason: str) -> 
     if result_id is None:
         return
     try:
+        from xtat.capture.workload import environment_identity
         from xtat.store.sql import Store, default_location
-        from xtat.workload import environment_identity
 
         store = Store.open(db if db is not None else default_location())
         try:

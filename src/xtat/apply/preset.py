@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from xtat.apply.lookup import Unvetted, vetted
-from xtat.candidate import HOST_DEVICES_FLAG, Candidate
-from xtat.errors import UserError
+from xtat.core.candidate import HOST_DEVICES_FLAG, Candidate
+from xtat.core.errors import UserError
 from xtat.stages.sharding.layouts import Layout
 from xtat.store.sql import Store
 

@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from xtat.analysis.ablation import Ablation
 from xtat.bench.roofline import MachinePeak, RooflinePlacement, machine_peak, place
-from xtat.errors import UserError
-from xtat.status import TrialStatus
+from xtat.capture.workload import Workload
+from xtat.core.errors import UserError
+from xtat.core.status import TrialStatus
 from xtat.store.sql import Store, default_path
 from xtat.suite import FORMS, SIZES, SuiteEntry, entries
-from xtat.workload import Workload
+from xtat.tuning.ablation import Ablation
 
 CAMPAIGN_FILE = "bench.json"
 
@@ -91,7 +91,7 @@ class Outcome:
     wall_s: float = 0.0
     history: tuple[dict, ...] = ()  # this run's configs in order: status, median_s, spent_s
     cost: dict[str, float] = field(default_factory=dict)  # cost analysis of the default program
-    ablation: Ablation | None = None  # xtat.analysis.ablation.explain() of the adopted config
+    ablation: Ablation | None = None  # xtat.tuning.ablation.explain() of the adopted config
     ablation_error: str | None = None
     roofline: RooflinePlacement | None = None
     roofline_left_out: str | None = None  # why the workload is not on the roofline
@@ -217,7 +217,7 @@ def earlier_outcomes(report_dir: Path | None, settings: BenchSettings) -> dict[s
 
 def still_decided(workload: Workload, earlier: Outcome, db: Path) -> bool:
     """Whether the store still holds `earlier`'s decision for this very program and versions."""
-    from xtat.workload import capture
+    from xtat.capture.workload import capture
 
     fingerprint = capture(workload).fingerprint
     if fingerprint != earlier.fingerprint or not db.exists():
@@ -240,8 +240,8 @@ def tune_entry(entry: SuiteEntry, form: str, settings: BenchSettings, db: Path, 
     store still holds its decision for the same program, it is taken as is (a re-tune would read
     every trial back, but still start a worker to list the HLO passes: seconds per workload).
     """
-    from xtat.analysis.ablation import explain
     from xtat.tuner import TuneSettings, tune
+    from xtat.tuning.ablation import explain
 
     name = f"{entry.name}/{form}"
     base: dict[str, Any] = {"name": name, "entry": entry.name, "family": entry.family, "form": form}

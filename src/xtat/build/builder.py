@@ -16,7 +16,7 @@ from typing import Any
 import jax
 from jax.experimental import serialize_executable
 
-from xtat.protowire import encode_varint, fields, read_varint
+from xtat.xla.protowire import encode_varint, fields, read_varint
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ def load_program(serialized: bytes):
     """A program with a `call` over the flat input arrays: a `jax.export` serialization, or the
     `Source` of a program with host callbacks, which the worker traces itself."""
     from xtat.build.source_program import SourceProgram
-    from xtat.source import Source, is_source
+    from xtat.capture.source import Source, is_source
 
     if is_source(serialized):
         return SourceProgram(Source.from_bytes(serialized))

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from xtat.source import Source
+from xtat.capture.source import Source
 
 
 class SourceProgram:
@@ -15,9 +15,9 @@ class SourceProgram:
     def __init__(self, source: Source):
         import jax
 
-        from xtat.arguments import flat_function
-        from xtat.targets import load_target
-        from xtat.workload import describe_avals, program_key
+        from xtat.capture.arguments import flat_function
+        from xtat.capture.targets import load_target
+        from xtat.capture.workload import describe_avals, program_key
 
         sys.path.extend(p for p in source.sys_path if p not in sys.path)
         workload = load_target(source.target)

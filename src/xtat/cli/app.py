@@ -17,10 +17,10 @@ from rich.table import Table
 
 from xtat.cli.common import console, names, out, user_errors
 from xtat.cli.common import fail as _fail
-from xtat.errors import UserError
+from xtat.core.errors import UserError
+from xtat.core.status import TrialStatus
 from xtat.search import STRATEGIES
 from xtat.stages.registry import STAGE_ORDER
-from xtat.status import TrialStatus
 
 if TYPE_CHECKING:
     from xtat.tuning.result import TuneResult
@@ -96,7 +96,7 @@ def tune(
                                        "their shares of the script's time."),
 ) -> None:
     """Tune a workload: search, verify, time, and adopt a significantly faster config."""
-    from xtat.targets import load_target
+    from xtat.capture.targets import load_target
     from xtat.tuner import TuneSettings
 
     def settings_for(share: float, **given: object) -> TuneSettings:
@@ -144,7 +144,7 @@ SCRIPT_ROUNDS = 6  # whole-script runs per runtime setup, each against one witho
 
 
 def _choose_runtime(db: str | None, name: str, as_json: bool) -> None:
-    from xtat.candidate import available_cpus
+    from xtat.core.candidate import available_cpus
     from xtat.profile.runtime import choose
     from xtat.profile.session import latest
 
@@ -393,7 +393,7 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
         candidate = vetted(store, record, result) if result and adopted else None
     except Unvetted as refusal:
         candidate, refused = None, str(refusal)
-    from xtat.candidate import ProcessSetup
+    from xtat.core.candidate import ProcessSetup
 
     setup = candidate.process if candidate else ProcessSetup()
     document = {
@@ -445,9 +445,9 @@ def run(command: list[str] = typer.Argument(..., help="The program and its argum
         _compare_runs(command, db, compare, profile, report)
         return
     from xtat.apply.launch import RuntimePlan, launch, plan
-    from xtat.candidate import ProcessSetup
+    from xtat.capture.workload import environment_identity
+    from xtat.core.candidate import ProcessSetup
     from xtat.store.sql import Store, default_location, sqlite_path
-    from xtat.workload import environment_identity
 
     location = db or default_location()
     try:
@@ -564,9 +564,9 @@ def explain(target: str | None = typer.Argument(None, help="The workload's TARGE
             rounds: int = typer.Option(21, help="Interleaved timing rounds."),
             as_json: bool = typer.Option(False, "--json")) -> None:
     """Each stage's share of the adopted config's speedup (ablation, measured interleaved)."""
-    from xtat.analysis.ablation import explain as run_explain
-    from xtat.targets import load_target
+    from xtat.capture.targets import load_target
     from xtat.tuner import TuneSettings
+    from xtat.tuning.ablation import explain as run_explain
 
     try:
         report = run_explain(load_target(target or DEFAULT_TARGET), db=db, settings=TuneSettings(rounds=rounds))

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from xtat.cli.common import console, names, out, user_errors
 from xtat.cli.common import fail as _fail
-from xtat.errors import UserError
+from xtat.core.errors import UserError
 
 # Timing effort per sample: hidden because the tuner's defaults are right outside of tests.
 _HIDDEN: dict[str, Any] = dict(hidden=True, show_default=False)

@@ -11,7 +11,7 @@ from typing import NoReturn
 import typer
 from rich.console import Console
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
 
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)  # progress, messages
 out = Console(width=None if sys.stdout.isatty() else 160)  # tables and results

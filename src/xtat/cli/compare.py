@@ -16,7 +16,7 @@ from rich.table import Table
 
 from xtat.cli.common import console, names, out, user_errors
 from xtat.cli.common import fail as _fail
-from xtat.errors import UserError
+from xtat.core.errors import UserError
 from xtat.stages.registry import STAGE_ORDER
 
 # Measurement effort and deadlines, passed on to every run; hidden because the defaults are right
@@ -56,7 +56,7 @@ def compare(
     """Run each strategy on each workload with each seed at the same budget, then compare:
     trials and time to 95% of the best speedup found, final speedups, convergence."""
     from xtat.compare.analysis import analyze
-    from xtat.compare.runner import CampaignPlan, RunStart, remeasure_campaign, run_campaign
+    from xtat.compare.runs import CampaignPlan, RunStart, remeasure_campaign, run_campaign
 
     started = time.perf_counter()
     tuning = {k: v for k, v in dict(min_sample_s=min_sample_s, samples=samples, rounds=rounds,

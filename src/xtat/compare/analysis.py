@@ -32,8 +32,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from xtat.space.space import config_key
-from xtat.status import TrialStatus
+from xtat.core.space import config_key
+from xtat.core.status import TrialStatus
 
 TARGET_FRACTION = 0.95
 REFERENCE = "random"  # what the contenders' trials-to-target are divided by

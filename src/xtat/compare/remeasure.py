@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
+from xtat.capture.workload import Workload
 from xtat.compare.analysis import RunRecord
 from xtat.tuning.settings import TuneSettings
-from xtat.workload import Workload
 
 FORMAT = "xtat-compare-remeasure/1"
 
@@ -48,10 +48,10 @@ def remeasure(workload: Workload, runs: list[RunRecord], folder: Path, settings:
         return {key: recorded[key] for key in keys}
     if not keys:
         return {}
+    from xtat.capture.workload import capture
     from xtat.stages.registry import make_stages
     from xtat.tuning.session import open_runner
     from xtat.tuning.side_by_side import side_by_side
-    from xtat.workload import capture
 
     captured = capture(workload)
     speedups = {}

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
+from xtat.core.space import config_key
+from xtat.core.status import TrialStatus
 from xtat.model.features import compiled_features, decision_features, workload_features
-from xtat.space.space import config_key
-from xtat.status import TrialStatus
 from xtat.store.base import Storage
 
 FEATURE_SETS = ("decisions", "workload", "compiled")

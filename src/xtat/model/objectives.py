@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from xtat.core.status import TrialStatus
 from xtat.model.features import peak_bytes
-from xtat.status import TrialStatus
 from xtat.store.records import Trial
 
 OBJECTIVES = ("time", "compile", "memory")

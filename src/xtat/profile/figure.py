@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xtat.apply.lookup import Found, lookup
-from xtat.errors import UserError
+from xtat.capture.workload import Identity
+from xtat.core.errors import UserError
 from xtat.profile.session import XTAT_COMMAND, Profile, timed_run
 from xtat.runner.timing import interleave, speedup_ci
 from xtat.store.records import ProfiledProgram
-from xtat.workload import Identity
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def _wall(argv: list[str], label: str) -> float:
 
 
 def _gain(program: ProfiledProgram, db: str | Path | None) -> ProgramGain:
-    from xtat.workload import environment_identity
+    from xtat.capture.workload import environment_identity
 
     identity = Identity(program=program.program, fingerprint=program.fingerprint, env=environment_identity(),
                         avals=program.avals)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
 
 _FILE_NAME = re.compile(r"^[0-9]{1,6}\.(export|npz)$")
 

@@ -23,15 +23,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from xtat.candidate import ProcessSetup
-from xtat.errors import UserError
+from xtat.capture.workload import environment_identity
+from xtat.core.candidate import ProcessSetup
+from xtat.core.errors import UserError
+from xtat.core.space import config_key
+from xtat.core.status import TrialStatus
 from xtat.profile.session import XTAT_COMMAND, timed_run
 from xtat.runner.timing import interleave, speedup_ci
-from xtat.space.space import config_key
 from xtat.stages.runtime import CPUS, HOST_DEVICES, runtime_decisions
-from xtat.status import TrialStatus
 from xtat.store.sql import Store
-from xtat.workload import environment_identity
 
 # Enter a CPU affinity, then become the rest of the command line (affinity is kept across exec).
 _AFFINITY = "import os, sys; os.sched_setaffinity(0, [int(c) for c in sys.argv[1].split(',')]); " \

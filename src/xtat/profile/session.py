@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from xtat.apply.launch import boot_path
-from xtat.errors import UserError
+from xtat.capture.workload import Identity, Workload, environment_identity, fingerprint
+from xtat.core.errors import UserError
 from xtat.profile.records import ProgramsFile, check_ranges, read_programs
 from xtat.store.records import ProfiledProgram
 from xtat.store.sql import Store
-from xtat.workload import Identity, Workload, environment_identity, fingerprint
 
 HOT_SHARE = 0.05  # a program of less of the script's time cannot make it more than 5% faster
 # The `xtat` command as its console script starts it (`xtat run`'s fast start included), for this Python.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 try:
     import matplotlib
 except ImportError as exc:  # the report extra
-    from xtat.errors import UserError
+    from xtat.core.errors import UserError
 
     raise UserError("reports draw their figures with matplotlib: pip install 'xtat[report]'") from exc
 
@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from xtat.status import TrialStatus
+from xtat.core.status import TrialStatus
 
 DPI = 110
 

@@ -13,11 +13,11 @@ import random
 from collections.abc import Sequence
 from typing import Protocol
 
-from xtat.candidate import Candidate
+from xtat.core.candidate import Candidate
+from xtat.core.status import TrialStatus
 from xtat.runner.protocol import Compiled, Failed, Timed, Verified
 from xtat.runner.timing import Race, TimingPolicy
 from xtat.runner.verify import Budget, Tolerance
-from xtat.status import TrialStatus
 
 DEFAULT_ID = "default"  # the build id of the unchanged program under default options
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from xtat.candidate import GPU_PLATFORMS
+from xtat.core.candidate import GPU_PLATFORMS
 
 
 def measured_device(platform: str, count: int = 1) -> str | None:

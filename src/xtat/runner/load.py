@@ -18,7 +18,7 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True)
-class Load:
+class MachineLoad:
     wall_s: float
     other_cores: float | None  # mean cores used by processes other than xtat's (None: unknown)
     load_average: float | None  # the largest 1-minute load average seen
@@ -130,14 +130,14 @@ class LoadMonitor:
         except OSError:
             pass
 
-    def report(self) -> Load:
+    def report(self) -> MachineLoad:
         self.poll()
         wall = max(time.monotonic() - self._start, 1e-9)
         cpu = _cpu_s()
         cores = os.cpu_count() or 1
         if cpu is None or self._cpu is None:
-            return Load(wall, None, None, cores)
+            return MachineLoad(wall, None, None, cores)
         own = self._tree_last - self._tree_start + sum(self._own_last[pid] - self._own_start[pid]
                                                        for pid in self._own_last)
         other = max(0.0, cpu[0] - self._cpu[0] - own)
-        return Load(wall, other / wall, self._load, cores, (cpu[1] - self._cpu[1]) / wall)
+        return MachineLoad(wall, other / wall, self._load, cores, (cpu[1] - self._cpu[1]) / wall)

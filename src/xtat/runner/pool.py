@@ -12,10 +12,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from xtat.candidate import ProcessSetup
+from xtat.core.candidate import ProcessSetup
+from xtat.core.status import TrialStatus
 from xtat.runner import protocol
 from xtat.runner.base import WorkerFailure
-from xtat.status import TrialStatus
 
 
 def _signal_name(number: int) -> str:

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from xtat.candidate import Candidate, ProcessSetup
-from xtat.errors import UserError
+from xtat.core.candidate import Candidate, ProcessSetup
+from xtat.core.errors import UserError
+from xtat.core.status import TrialStatus
 from xtat.runner import protocol as p
 from xtat.runner.base import DEFAULT_ID, WorkerFailure
 from xtat.runner.host_lock import holding
@@ -33,7 +34,6 @@ from xtat.runner.pool import Pool, WorkerProcess
 from xtat.runner.timing import Race, TimingPolicy, median_ci, paired
 from xtat.runner.verify import Budget, Tolerance
 from xtat.runner.worker import DIMS_FILE
-from xtat.status import TrialStatus
 from xtat.test_hooks import hook
 
 DEFAULT_PROGRAM = "program.bin"
@@ -145,7 +145,7 @@ class ProcessRunner:
         worker, started = (self.pool.fresh(setup), True) if fresh else self.pool.get(setup)
         if started:
             with self._loading:  # the first worker of any slot writes the reference files the others load
-                loaded = worker.request(p.Load(str(self.folder)), self.startup_deadline_s)
+                loaded = worker.request(p.LoadRun(str(self.folder)), self.startup_deadline_s)
                 if not isinstance(loaded, p.Loaded):
                     raise UserError(f"worker could not load the program: {_why(loaded)}")
                 if not loaded.has_reference:

@@ -14,9 +14,9 @@ from typing import Any, ClassVar
 
 from pydantic import TypeAdapter
 
+from xtat.core.status import TrialStatus
 from xtat.runner.timing import TimingPolicy
 from xtat.runner.verify import Tolerance
-from xtat.status import TrialStatus
 
 PROTOCOL_VERSION = 2  # 2: Prepare, paired timing
 
@@ -29,7 +29,7 @@ class ProtocolError(Exception):
 
 
 @dataclass(frozen=True)
-class Load:
+class LoadRun:
     """Load the run folder: inputs, references and the verification budget."""
 
     op: ClassVar[str] = "load"
@@ -133,7 +133,7 @@ class Exit:
     op: ClassVar[str] = "exit"
 
 
-Request = (Load | Compile | Deploy | ReferenceOutputs | Measure | Prepare | Verify | Calibrate | Sample | Release
+Request = (LoadRun | Compile | Deploy | ReferenceOutputs | Measure | Prepare | Verify | Calibrate | Sample | Release
            | Exit)
 REQUESTS: dict[str, type] = {kind.op: kind for kind in Request.__args__}
 

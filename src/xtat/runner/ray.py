@@ -24,13 +24,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from xtat.candidate import GPU_PLATFORMS, Candidate
-from xtat.errors import UserError
+from xtat.core.candidate import GPU_PLATFORMS, Candidate
+from xtat.core.errors import UserError
+from xtat.core.status import TrialStatus
 from xtat.runner import protocol as p
 from xtat.runner.process import ExportRewritten, program_digest, program_request, request_digest
 from xtat.runner.timing import Race, TimingPolicy
 from xtat.runner.verify import Budget, Tolerance
-from xtat.status import TrialStatus
 
 DEVICE_RESOURCE = "xtat_device"
 
@@ -64,7 +64,7 @@ class NodeWorker:
 
     def describe(self) -> dict[str, Any]:
         """Where it runs and under which environment (compared with the workload's)."""
-        from xtat.workload import environment_identity
+        from xtat.capture.workload import environment_identity
 
         return {"node": self.runner.node, "env": environment_identity()}
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from xtat.core.status import TrialStatus
 from xtat.runner import protocol as p
 from xtat.runner.base import DEFAULT_ID
 from xtat.runner.verify import Tolerance
-from xtat.status import TrialStatus
 
 INPUT_SETS = ("main", "verify")
 BUDGET_FILE = "budget.json"
@@ -66,7 +66,7 @@ class Worker:
 
     # -- requests -----------------------------------------------------------
 
-    def load(self, request: p.Load) -> p.Loaded:
+    def load(self, request: p.LoadRun) -> p.Loaded:
         import jax
 
         self.folder = Path(request.folder)
@@ -345,7 +345,7 @@ class Worker:
 
 # Each request record's handler, looked up per message (a sample request among them).
 _HANDLERS: dict[type, Callable[[Worker, Any], p.Reply]] = {
-    p.Load: Worker.load, p.Compile: Worker.compile, p.Deploy: Worker.deploy,
+    p.LoadRun: Worker.load, p.Compile: Worker.compile, p.Deploy: Worker.deploy,
     p.ReferenceOutputs: Worker.reference_outputs, p.Measure: Worker.measure, p.Prepare: Worker.prepare,
     p.Verify: Worker.verify,
     p.Calibrate: Worker.calibrate, p.Sample: Worker.sample, p.Release: Worker.release,
@@ -369,7 +369,7 @@ def _error_text(exc: BaseException) -> str:
 
 
 def main() -> None:
-    from xtat.candidate import ProcessSetup
+    from xtat.core.candidate import ProcessSetup
     from xtat.runner.pool import die_with_parent
 
     die_with_parent()

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
+from xtat.core.space import Config, Decision
 from xtat.model.cost_model import Prior
 from xtat.search.anneal import SimulatedAnnealing
 from xtat.search.base import SearchStrategy
@@ -19,12 +20,11 @@ from xtat.search.coordinate import CoordinateDescent
 from xtat.search.evolution import RegularizedEvolution
 from xtat.search.gp import GPSearch
 from xtat.search.grid import GridSearch
-from xtat.search.model import ModelSearch
 from xtat.search.random_search import RandomSearch
 from xtat.search.strategy import Strategy
 from xtat.search.sweep import SweepThenRandom
 from xtat.search.tpe import TreeParzen
-from xtat.space.space import Config, Decision
+from xtat.search.trees import ModelSearch
 
 STRATEGY_CLASSES: dict[str, type[SearchStrategy]] = {
     "sweep": SweepThenRandom,

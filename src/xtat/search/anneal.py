@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
+from xtat.core.space import Config, Decision
 from xtat.search.base import SearchStrategy
-from xtat.space.space import Config, Decision
 
 
 class SimulatedAnnealing(SearchStrategy):

@@ -51,7 +51,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from math import prod
 
-from xtat.space.space import Config, Decision, config_key, is_active, merge
+from xtat.core.space import Config, Decision, config_key, is_active, merge
 
 Canonical = Callable[[Config], Config]
 Searchable = Callable[[str, str], bool]

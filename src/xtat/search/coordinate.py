@@ -9,8 +9,8 @@ no single change improves it.
 
 from __future__ import annotations
 
+from xtat.core.space import Config, Decision, config_key, is_active
 from xtat.search.base import SearchStrategy
-from xtat.space.space import Config, Decision, config_key, is_active
 
 
 class CoordinateDescent(SearchStrategy):

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections import deque
 
+from xtat.core.space import Config, Decision
 from xtat.search.base import SearchStrategy
-from xtat.space.space import Config, Decision
 
 
 class RegularizedEvolution(SearchStrategy):

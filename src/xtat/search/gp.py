@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from xtat.core.space import Config, Decision
 from xtat.search.base import value_of
 from xtat.search.surrogate import SurrogateSearch
-from xtat.space.space import Config, Decision
 
 
 class ExpectedImprovement:

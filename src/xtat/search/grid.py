@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
+from xtat.core.space import Config, Decision, is_active
 from xtat.search.base import SearchStrategy, with_value
-from xtat.space.space import Config, Decision, is_active
 
 GRID_LIMIT = 4096
 

@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xtat.space.space import Config, Decision
-from xtat.status import TrialStatus
+from xtat.core.space import Config, Decision
+from xtat.core.status import TrialStatus
 from xtat.store.base import Storage
 
 SHIPPED = Path(__file__).with_name("wins.json")

@@ -5,8 +5,8 @@ The baseline every other strategy must beat at equal budget.
 
 from __future__ import annotations
 
+from xtat.core.space import Config
 from xtat.search.base import SearchStrategy
-from xtat.space.space import Config
 
 
 class RandomSearch(SearchStrategy):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from xtat.space.space import Config, Decision
+from xtat.core.space import Config, Decision
 
 
 class Strategy(Protocol):

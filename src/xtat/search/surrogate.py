@@ -20,8 +20,8 @@ from typing import Protocol
 
 import numpy as np
 
+from xtat.core.space import Config, Decision, config_key
 from xtat.search.base import SearchStrategy
-from xtat.space.space import Config, Decision, config_key
 
 
 class Surrogate(Protocol):

@@ -16,8 +16,8 @@ defaults are usually good, and configs near them compile and verify more often).
 
 from __future__ import annotations
 
+from xtat.core.space import Config, Decision, config_key, merge
 from xtat.search.base import SearchStrategy, requirements, value_of
-from xtat.space.space import Config, Decision, config_key, merge
 
 
 class SweepThenRandom(SearchStrategy):

@@ -14,8 +14,8 @@ import math
 import warnings
 from collections import deque
 
+from xtat.core.space import Config, Decision, config_key, is_active
 from xtat.search.base import SearchStrategy, value_of, with_value
-from xtat.space.space import Config, Decision, config_key, is_active
 
 
 class TreeParzen(SearchStrategy):

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from xtat.candidate import Candidate
-from xtat.space.space import Config, Decision
+from xtat.core.candidate import Candidate
+from xtat.core.space import Config, Decision
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ Applied through `xla_disable_hlo_passes`.
 
 from __future__ import annotations
 
-from xtat.candidate import Candidate
-from xtat.space.space import Config, Decision
+from xtat.core.candidate import Candidate
+from xtat.core.space import Config, Decision
 from xtat.stages.base import Context, concretize
 
 CSE_BARRIER_EXPANDER = "cse_barrier_expander"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from xtat.candidate import Candidate, available_cpus
-from xtat.space.space import Config, Decision
+from xtat.core.candidate import Candidate, available_cpus
+from xtat.core.space import Config, Decision
 from xtat.stages.base import Context
 
 CPUS = "cpus"

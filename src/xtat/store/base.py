@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from xtat.status import RunStatus, TrialStatus
+from xtat.core.status import RunStatus, TrialStatus
 
 if TYPE_CHECKING:
     from xtat.store.records import ImportReport, Result, Trial, WorkloadRecord

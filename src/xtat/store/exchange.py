@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from xtat.errors import UserError
-from xtat.workload import fingerprint
+from xtat.capture.workload import fingerprint
+from xtat.core.errors import UserError
 
 _RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "adopted": (bool,), "config": (dict,), "default_s": (int, float, type(None)),
@@ -65,8 +65,8 @@ def _vet_adopted(where: str, workload: dict, result: dict) -> None:
 
 
 def validate_export(document: Any) -> list[dict]:
-    from xtat.space.space import config_key
-    from xtat.status import FINAL_STATUSES
+    from xtat.core.space import config_key
+    from xtat.core.status import FINAL_STATUSES
     from xtat.store.records import TRIAL_FIELDS
     from xtat.store.schema import SCHEMA_VERSION
 

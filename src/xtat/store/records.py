@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xtat.status import TrialStatus
+from xtat.core.status import TrialStatus
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Trial:
 
     @property
     def config_key(self) -> str:
-        from xtat.space.space import config_key
+        from xtat.core.space import config_key
 
         return config_key(self.config)
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from xtat.status import TrialStatus
+from xtat.core.status import TrialStatus
 from xtat.store.records import TRIAL_FIELDS, Result, Trial, WorkloadRecord
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from xtat.errors import StoreError
-from xtat.status import FINAL_STATUSES, RunStatus, TrialStatus
+from xtat.core.errors import StoreError
+from xtat.core.status import FINAL_STATUSES, RunStatus, TrialStatus
 from xtat.store import schema as s
 from xtat.store.records import (
     TRIAL_FIELD,

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from xtat.space.space import config_key
+from xtat.core.space import config_key
+from xtat.core.status import TrialStatus
 from xtat.stages.registry import STAGE_ORDER, make_stages
-from xtat.status import TrialStatus
 
 
 def problems(config: object, platform: str, numerics_opt_in: bool) -> list[str]:

@@ -14,8 +14,8 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from xtat.errors import UserError
-from xtat.workload import Workload
+from xtat.capture.workload import Workload
+from xtat.core.errors import UserError
 
 FORMS = ("train", "inference")
 MISSING = "the model suite is built with flax, optax and blackjax: pip install 'xtat[suite]'"

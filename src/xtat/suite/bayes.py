@@ -34,8 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from xtat.capture.workload import Workload
 from xtat.suite import SuiteEntry
-from xtat.workload import Workload
 
 PyTree = Any
 Data = tuple  # a model's observed data, passed to the programs as inputs

@@ -28,9 +28,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from xtat.errors import UserError
+from xtat.capture.workload import Workload
+from xtat.core.errors import UserError
 from xtat.suite import SIZES, SuiteEntry
-from xtat.workload import Workload
 
 PyTree = Any
 Batch = dict[str, jax.Array]
@@ -130,7 +130,7 @@ def named_like(tree: PyTree, rules: dict[tuple, tuple[str, ...]]) -> PyTree:
     (`("moe", "w_in") -> ("experts", "d_model", "d_ff")`) and has its rank, None elsewhere; names
     outside LAYOUT_NAMES become unsplit axes. The parameters' rules name the optimizer state's
     moments too, whose paths end the same way."""
-    from xtat.dimnames import dims
+    from xtat.capture.dimnames import dims
 
     def one(path: tuple, leaf: Any) -> Any:
         keys = tuple(_key_name(k) for k in path)

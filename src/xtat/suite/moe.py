@@ -37,12 +37,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from xtat.dimnames import dims as xtat_dims
+from xtat.capture.dimnames import dims as xtat_dims
+from xtat.capture.workload import Workload
 from xtat.stages.program.knobs import knob
 from xtat.suite import SuiteEntry
 from xtat.suite.common import named_like
 from xtat.suite.routing import DISPATCH_METHODS, HashRouting, Router, SinkhornRouting, TopKGating, dispatch
-from xtat.workload import Workload
 
 PyTree = Any
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from xtat.candidate import Candidate
+from xtat.core.candidate import Candidate
+from xtat.core.space import config_id
+from xtat.core.status import TrialStatus
 from xtat.runner.base import WorkerFailure
 from xtat.runner.protocol import Failed
-from xtat.space.space import config_id
 from xtat.stages.base import concretize
-from xtat.status import TrialStatus
 from xtat.store.records import Trial
 from xtat.tuning.confirmation import Confirmation, Verdict, confirm
 from xtat.tuning.context import RunContext

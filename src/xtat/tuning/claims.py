@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from xtat.errors import StoreError
+from xtat.core.errors import StoreError
 from xtat.store.base import Storage
 
 

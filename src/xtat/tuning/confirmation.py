@@ -22,9 +22,9 @@ import time
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 
-from xtat.candidate import Candidate
+from xtat.core.candidate import Candidate
 from xtat.runner.base import DEFAULT_ID, Runner, WorkerFailure
-from xtat.runner.load import Load, LoadMonitor
+from xtat.runner.load import LoadMonitor, MachineLoad
 from xtat.runner.timing import median_ci, speedup_ci
 from xtat.tuning.settings import TuneSettings
 
@@ -95,7 +95,7 @@ class Confirmation:
     rounds: int
     looks: int
     confidence: float
-    load: Load | None
+    load: MachineLoad | None
     load_dependent: bool  # others used enough of the machine to explain the difference
     error: str | None = None
 
@@ -107,7 +107,7 @@ class Confirmation:
 
     @classmethod
     def from_json(cls, data: dict) -> Confirmation:
-        load = Load(**data["load"]) if data.get("load") else None
+        load = MachineLoad(**data["load"]) if data.get("load") else None
         values = {**data, "verdict": Verdict(data["verdict"]), "load": load}
         for name in ("speedup_ci", "default_ci_s", "candidate_ci_s"):
             values[name] = tuple(values[name])

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xtat.capture.workload import Capture
 from xtat.runner.base import Runner
 from xtat.stages.base import Stage
 from xtat.store.base import Storage
 from xtat.tuning.settings import TuneSettings
-from xtat.workload import Capture
 
 
 @dataclass(frozen=True)

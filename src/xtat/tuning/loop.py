@@ -10,12 +10,12 @@ from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
+from xtat.core.space import Config, Decision, Space, config_key
 from xtat.model.cost_model import prior
 from xtat.runner.base import Runner
 from xtat.search import make_strategy
 from xtat.search.order import counted, ordered, shipped
-from xtat.space.space import Config, Decision, Space, config_key
 from xtat.stages.base import Context, concretize
 from xtat.store.base import Storage
 from xtat.store.records import Trial

@@ -6,14 +6,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from xtat.candidate import Candidate
-from xtat.errors import UserError
+from xtat.core.candidate import Candidate
+from xtat.core.errors import UserError
+from xtat.core.space import Config, config_id, config_key
+from xtat.core.status import TrialStatus
 from xtat.runner.base import DEFAULT_ID
 from xtat.runner.protocol import Failed
 from xtat.runner.timing import Race, median_ci, speedup_ci
-from xtat.space.space import Config, config_id, config_key
 from xtat.stages.base import concretize
-from xtat.status import TrialStatus
 from xtat.store.records import Trial
 from xtat.tuning.context import RunContext
 

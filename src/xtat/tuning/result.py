@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from xtat.runner.load import Load
-from xtat.space.space import Config
+from xtat.core.space import Config
+from xtat.runner.load import MachineLoad
 from xtat.tuning.confirmation import Confirmation
 
 
@@ -111,7 +111,7 @@ class TuneResult:
     history: list[TrialEvent] = field(default_factory=list)  # this run's configs in the order considered
     # The winner deployed through jax.jit in fresh processes (tuning.confirmation); None when none was.
     confirmation: Confirmation | None = None
-    search_load: Load | None = None  # the machine's load during the search (runner.load)
+    search_load: MachineLoad | None = None  # the machine's load during the search (runner.load)
 
     @property
     def confirmed(self) -> Finalist | None:
@@ -154,5 +154,5 @@ class TuneResult:
         values["finalists"] = tuple(Finalist.from_json(f) for f in values.get("finalists", ()))
         confirmation, load = values.get("confirmation"), values.get("search_load")
         values["confirmation"] = Confirmation.from_json(confirmation) if confirmation else None
-        values["search_load"] = Load(**load) if load else None
+        values["search_load"] = MachineLoad(**load) if load else None
         return cls(**values, **call)

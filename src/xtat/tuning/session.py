@@ -11,13 +11,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from xtat.arguments import export_flat
-from xtat.errors import UserError
+from xtat.capture.arguments import export_flat
+from xtat.capture.source import Source, is_source
+from xtat.capture.workload import Capture
+from xtat.core.errors import UserError
 from xtat.runner.host_lock import host_locks, measured_device
 from xtat.runner.process import OWNER_FILE, ExportRewritten, ProcessRunner
-from xtat.source import Source, is_source
 from xtat.tuning.settings import TuneSettings
-from xtat.workload import Capture
 
 
 def rewritten_exporter(captured: Capture) -> ExportRewritten:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
+from xtat.core.space import Config
 from xtat.model.objectives import OBJECTIVES
 from xtat.runner.timing import TimingPolicy
 from xtat.runner.verify import Tolerance
-from xtat.space.space import Config
 from xtat.stages.registry import STAGE_ORDER
 
 

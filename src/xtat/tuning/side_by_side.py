@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from xtat.candidate import Candidate
+from xtat.core.candidate import Candidate
+from xtat.core.space import Config, config_id
 from xtat.runner.base import DEFAULT_ID, Runner
 from xtat.runner.timing import median_ci, speedup_ci
-from xtat.space.space import Config, config_id
 from xtat.stages.base import concretize
 from xtat.tuning.settings import TuneSettings
 

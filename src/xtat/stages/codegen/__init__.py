@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import warnings
 
-from xtat.candidate import Candidate
-from xtat.space.space import Config, Decision
+from xtat.core.candidate import Candidate
+from xtat.core.space import Config, Decision
 from xtat.stages.base import Context
 from xtat.stages.codegen.space import CODEGEN, codegen_space
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from xtat.protowire import fields
-from xtat.xla_schema import embedded_file_descriptor, jaxlib_blob
+from xtat.xla.protowire import fields
+from xtat.xla.schema import embedded_file_descriptor, jaxlib_blob
 
 _F = descriptor_pb2.FieldDescriptorProto
 

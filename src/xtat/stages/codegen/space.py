@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import warnings
 
-from xtat.errors import UserError
-from xtat.space.space import Decision, Space
+from xtat.core.errors import UserError
+from xtat.core.space import Decision, Space
 from xtat.stages.codegen import catalog
 from xtat.stages.codegen.curated import BY_PLATFORM
 

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
 
 KNOB_PREFIX = "knob:"
 

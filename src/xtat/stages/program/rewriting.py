@@ -27,8 +27,8 @@ from jax._src import linear_util as lu
 from jax._src.interpreters import partial_eval as pe
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
 
-from xtat.errors import UserError
-from xtat.space.space import Decision
+from xtat.core.errors import UserError
+from xtat.core.space import Decision
 from xtat.stages.program import points as pts
 from xtat.stages.program.knobs import KNOB_PREFIX, KnobCall, index_of, knob_session
 

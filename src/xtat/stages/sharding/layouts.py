@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xtat.dimnames import Placement, placed
-from xtat.errors import UserError
+from xtat.capture.dimnames import MarkLayout, placed
+from xtat.core.errors import UserError
 
 AXES = ("data", "model")  # Mesh-TF's two mesh axes: rows (data parallel) and columns (model parallel)
 NONE = "none"
@@ -143,7 +143,7 @@ def in_placement(fn: Callable, layout: Layout, devices: Sequence | None = None) 
     from jax.sharding import NamedSharding, PartitionSpec
 
     mesh = mesh_of(layout, devices)
-    placement = Placement(lambda x, names: jax.lax.with_sharding_constraint(
+    placement = MarkLayout(lambda x, names: jax.lax.with_sharding_constraint(
         x, NamedSharding(mesh, PartitionSpec(*partition_spec(layout, names)))))
 
     @functools.wraps(fn)

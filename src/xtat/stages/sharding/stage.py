@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from xtat.candidate import Candidate
-from xtat.errors import UserError
-from xtat.space.space import Config, Decision
+from xtat.core.candidate import Candidate
+from xtat.core.errors import UserError
+from xtat.core.space import Config, Decision
 from xtat.stages.base import Context
 from xtat.stages.sharding.layouts import Layout, enumerate_layouts
 

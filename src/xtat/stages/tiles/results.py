@@ -4,7 +4,7 @@ XLA's GPU autotuner picks, per fusion, a GEMM library algorithm or a Triton tile
 its choices (`xla_gpu_dump_autotune_results_to`) and load them instead of autotuning
 (`xla_gpu_load_autotune_results_from`). The file is the text form of `xla.AutotuneResults`
 (xla/autotune_results.proto): one entry per (device, fusion HLO), the HLO in XLA's canonical text.
-The schema is the installed jaxlib's own (`xtat.xla_schema`), so a file this module writes is one
+The schema is the installed jaxlib's own (`xtat.xla.schema`), so a file this module writes is one
 this XLA parses, and a file from elsewhere (untrusted) is parsed, never executed.
 
 A fusion with a Triton tile config is a tile point: its id is a hash of its canonical HLO, stable
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from google.protobuf import text_format
 
-from xtat.xla_schema import message_class
+from xtat.xla.schema import message_class
 
 PROTO = "xla/autotune_results.proto"
 MAX_FILE_CHARS = 4_000_000  # a stored file larger than this is refused, not parsed

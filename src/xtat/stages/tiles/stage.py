@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from xtat.candidate import GPU_PLATFORMS, Candidate
-from xtat.errors import UserError
-from xtat.space.space import Config, Decision
+from xtat.core.candidate import GPU_PLATFORMS, Candidate
+from xtat.core.errors import UserError
+from xtat.core.space import Config, Decision
 from xtat.stages.base import Context, concretize
 from xtat.stages.codegen.curated import REPLACES_AUTOTUNING
 from xtat.stages.tiles import results

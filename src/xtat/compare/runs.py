@@ -20,12 +20,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xtat.capture.targets import load_target
+from xtat.capture.workload import Workload
 from xtat.compare.analysis import BASELINE, REFERENCE, RunRecord, convergence, incumbents
-from xtat.errors import UserError
+from xtat.core.errors import UserError
 from xtat.stages.registry import STAGE_ORDER
-from xtat.targets import load_target
 from xtat.tuner import TrialEvent, TuneResult, TuneSettings, tune
-from xtat.workload import Workload
 
 RECORD_FORMAT = "xtat-compare-run/1"
 # The settings a campaign may pass on to every run (measurement effort and deadlines).

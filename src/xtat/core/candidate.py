@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
 
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 GPU_PLATFORMS = frozenset({"gpu", "cuda", "rocm"})  # jax's names of the platforms XLA:GPU serves

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xtat.errors import UserError
-from xtat.space.space import Config
+from xtat.capture.workload import Workload, capture
+from xtat.core.errors import UserError
+from xtat.core.space import Config
 from xtat.stages.registry import STAGE_ORDER, make_stages
 from xtat.store.sql import Store
 from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
-from xtat.workload import Workload, capture
 
 FULL = "adopted"
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import jax
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ Mark = tuple[tuple[str, ...], tuple[int, ...]]  # an intermediate's dimension na
 
 
 @dataclass
-class Placement:
+class MarkLayout:
     """Per-trace state: how marks are laid out (`lay_out(x, names)`; None: they are only recorded), and
     the marks seen. Mutable on purpose, but reachable only through `_PLACEMENT` during one trace."""
 
@@ -85,11 +85,11 @@ class Placement:
 
 
 # The one piece of module state: the placement (if any) that the current trace runs in.
-_PLACEMENT: ContextVar[Placement | None] = ContextVar("xtat_placement", default=None)
+_PLACEMENT: ContextVar[MarkLayout | None] = ContextVar("xtat_placement", default=None)
 
 
 @contextmanager
-def placed(placement: Placement) -> Iterator[Placement]:
+def placed(placement: MarkLayout) -> Iterator[MarkLayout]:
     """Trace inside this for `constrain` to record into (or lay out by) `placement`."""
     token = _PLACEMENT.set(placement)
     try:
@@ -104,7 +104,7 @@ def marks_of(fn: Callable, *args: Any, **kwargs: Any) -> list[Mark]:
     def traced_afresh(*a: Any, **k: Any) -> Any:  # a new function, so no cached trace stands in for it
         return fn(*a, **k)
 
-    with placed(Placement()) as placement:
+    with placed(MarkLayout()) as placement:
         jax.eval_shape(traced_afresh, *args, **kwargs)
     return placement.seen
 

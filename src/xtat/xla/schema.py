@@ -14,7 +14,7 @@ import re
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from xtat.protowire import read_varint
+from xtat.xla.protowire import read_varint
 
 
 def embedded_file_descriptor(blob: bytes | mmap.mmap, proto_path: str) -> descriptor_pb2.FileDescriptorProto:

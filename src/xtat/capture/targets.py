@@ -13,8 +13,12 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from xtat.errors import UserError
-from xtat.workload import Workload
+from xtat.capture.workload import Workload
+from xtat.core.errors import UserError
+
+# The suite builds Workloads, so it sits above capture; `suite:NAME` is resolved by importing it
+# by name, as every module target is.
+SUITE = "xtat.suite"
 
 
 def load_target(target: str, name: str | None = None) -> Workload:
@@ -43,9 +47,7 @@ def target_name(target: str) -> str:
 
 def _load_target(target: str) -> Workload:
     if target.startswith("suite:"):
-        from xtat.suite import suite_workload
-
-        return suite_workload(target.removeprefix("suite:"))
+        return importlib.import_module(SUITE).suite_workload(target.removeprefix("suite:"))
     if ":" not in target:
         raise UserError(
             f"TARGET {target!r} must look like 'suite:NAME/FORM', 'package.module:attr' or 'path/to/file.py:attr'"
@@ -67,10 +69,8 @@ def _load_target(target: str) -> Workload:
         raise
     except Exception as exc:
         hint = ""
-        if isinstance(exc, ImportError) and where.startswith("xtat.suite"):
-            from xtat.suite import MISSING
-
-            hint = f"; {MISSING}"
+        if isinstance(exc, ImportError) and where.startswith(SUITE):
+            hint = f"; {importlib.import_module(SUITE).MISSING}"
         raise UserError(f"TARGET {target!r} does not import: {type(exc).__name__}: {exc}{hint}") from exc
     if not hasattr(module, attr):
         raise UserError(f"TARGET {target!r}: module {where!r} has no attribute {attr!r}")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from xtat.core.space import Config, Decision
 from xtat.model.cost_model import CostModel, Prior
 from xtat.model.features import decision_features
 from xtat.search.surrogate import SurrogateSearch
-from xtat.space.space import Config, Decision
 
 
 class CostModelSurrogate:

@@ -23,7 +23,7 @@ import jax
 import jaxlib
 import numpy as np
 
-from xtat.arguments import (
+from xtat.capture.arguments import (
     JIT_ARGUMENT_OPTIONS,
     InputLeaf,
     Statics,
@@ -33,9 +33,9 @@ from xtat.arguments import (
     partition,
     unwrap_jit,
 )
-from xtat.dimnames import Mark, Placement, leaf_dims, marks_of, placed
-from xtat.errors import UserError
-from xtat.source import Source
+from xtat.capture.dimnames import Mark, MarkLayout, leaf_dims, marks_of, placed
+from xtat.capture.source import Source
+from xtat.core.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def environment_identity() -> dict[str, str]:
     the XLA flags in force, less the host device count and the autotune results file, which are
     decisions of their own (the runtime and tiles stages').
     """
-    from xtat.candidate import AUTOTUNE_FLAG, HOST_DEVICES_FLAG
+    from xtat.core.candidate import AUTOTUNE_FLAG, HOST_DEVICES_FLAG
 
     device = jax.devices()[0]
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
@@ -307,7 +307,7 @@ def capture(workload: Workload) -> Capture:
         ) from exc
     identity = workload.keyed_as or Identity.of(lowered)
     try:
-        with placed(Placement()) as recording:  # the export's trace records the marks it meets
+        with placed(MarkLayout()) as recording:  # the export's trace records the marks it meets
             exported = export_flat(fn, dynamic_args, dynamic_kwargs, leaves)
         marks = recording.seen
     except UserError:

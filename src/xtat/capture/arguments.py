@@ -22,7 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
 
 _PYTHON_SCALARS = (bool, int, float, complex)
 

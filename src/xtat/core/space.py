@@ -11,7 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from xtat.errors import UserError
+from xtat.core.errors import UserError
 
 Config = dict[str, dict[str, object]]
 

@@ -1,0 +1,1 @@
+"""XLA plumbing: the proto schemas jaxlib embeds (`schema`) and the protobuf wire format (`protowire`)."""
