@@ -9,7 +9,7 @@ database per row, made on the server of $XTAT_DB or --db), the Ray executor (a l
 one `xtat_device` unit per worker), leases and heartbeat. Only the candidates are fake:
 `SleepingWorker`, a TEST DOUBLE of `runner.ray.NodeWorker`, "compiles" by sleeping --compile
 seconds and "times" by sleeping --measure seconds, then answers with a distinct executable
-and a made-up time; the local part (reference and confirmation) is `tests/doubles.FakeRunner`,
+and a made-up time; the local part (reference and confirmation) is `tests/support/doubles.FakeRunner`,
 another test double.
 
 Each row is one tuning run of a tiny program with the random strategy over every stage, budget
@@ -35,10 +35,11 @@ import jax.numpy as jnp
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the test doubles
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # the test doubles (tests/support/doubles.py)
+
+from doubles import FakeRunner, fake_runner_factory  # noqa: E402
 
 import xtat  # noqa: E402
-from doubles import FakeRunner, fake_runner_factory  # noqa: E402
 from xtat.store.sql import default_location  # noqa: E402
 from xtat.tuning.session import open_ray_runner  # noqa: E402
 

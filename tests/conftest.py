@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).parent
-sys.path.insert(0, str(TESTS))
+sys.path.insert(0, str(TESTS / "support"))  # tiny workloads, test doubles, helpers
 
 
 @pytest.fixture

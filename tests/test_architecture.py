@@ -32,23 +32,19 @@ def test_a_store_that_imports_the_tuner_breaks_the_contract(tmp_path):
     assert "xtat.store.sql -> xtat.tuner" in result.stdout, result.stdout
 
 
-def test_every_mutation_check_still_finds_its_source_line():
-    """The mutation scripts (tests/mutate_*.py) name source lines by their text: a refactoring that
+def test_every_mutation_still_finds_its_source_text():
+    """The mutations (tests/mutations/*.toml) name source lines by their text: a refactoring that
     moves one must move the mutation with it, or the check silently tests nothing."""
-    import mutation
+    sys.path.insert(0, str(ROOT / "tests" / "mutations"))
+    from run import load
 
-    found = []
-    for script in sorted((ROOT / "tests").glob("mutate_*.py")):
-        collected: list = []
-        namespace = {"__name__": script.stem}
-        original = mutation.check
-        mutation.check = lambda mutations, only=None, into=collected: into.extend(mutations) or 0
-        try:
-            exec(compile(script.read_text().replace("sys.exit(check(M))", "check(M)"), str(script), "exec"),
-                 namespace)
-        finally:
-            mutation.check = original
-        found += [f"{script.name}: {m.name} ({m.path})" for m in collected
-                  if m.before not in (ROOT / m.path).read_text()]
-        assert collected, script.name
-    assert not found, found
+    mutations = load()
+    assert len({m.topic for m in mutations}) >= 10 and len(mutations) >= 100
+    lost = [f"{m.topic}/{m.name} ({m.path})" for m in mutations
+            if not (ROOT / m.path).is_file() or m.before not in (ROOT / m.path).read_text()]
+    assert not lost, lost
+    for m in mutations:
+        files = [part.split("::")[0] for part in m.tests.split() if part.startswith("tests/")]
+        assert files and all((ROOT / f).is_file() for f in files), f"{m.topic}/{m.name}: {m.tests}"
+    names = [(m.topic, m.name) for m in mutations]
+    assert len(names) == len(set(names))

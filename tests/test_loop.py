@@ -1,5 +1,5 @@
 """The search loop, racing, deduplication and adoption on `FakeRunner`, a test double of the
-runner (tests/doubles.py): the decisions are real, the times are the test's. Seconds in all."""
+runner (tests/support/doubles.py): the decisions are real, the times are the test's. Seconds in all."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-
-import xtat
 from doubles import FakeRunner, MemoryStore, fake_runner_factory
 from tiny import FAST, tiny_mlp
+
+import xtat
 from xtat.core.candidate import Candidate
 from xtat.core.status import TrialStatus
 from xtat.search import STRATEGIES

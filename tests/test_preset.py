@@ -10,10 +10,10 @@ import sys
 import jax
 import numpy as np
 import pytest
-
-import xtat
 from records import adopt
 from tiny import mlp, tiny_mlp
+
+import xtat
 from xtat.build.builder import executable_identity, identity_of
 
 XTAT = [sys.executable, "-m", "xtat.cli.app"]
@@ -22,7 +22,7 @@ XTAT = [sys.executable, "-m", "xtat.cli.app"]
 CONFIG = {"codegen": {"xla_cpu_prefer_vector_width": 128, "xla_cpu_opt_preset": "CPU_OPT_PRESET_FAST_RUNTIME"},
           "passes": {"tree_reduction_rewriter": True}}
 
-# The production side: jax and the preset, nothing of xtat. mlp is tests/tiny.py's, copied.
+# The production side: jax and the preset, nothing of xtat. mlp is tests/support/tiny.py's, copied.
 CHILD = r'''
 import json, sys
 import jax, jax.numpy as jnp, numpy as np

@@ -14,7 +14,7 @@ import pytest
 
 from xtat.store.sql import Store
 
-SCRIPT = Path(__file__).resolve().parent / "profiled.py"
+SCRIPT = Path(__file__).resolve().parent / "support" / "profiled.py"
 XTAT = [sys.executable, "-m", "xtat.cli.app"]
 
 

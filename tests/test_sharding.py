@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sharded_two_layer import BATCH, D_FF, D_MODEL, D_OUT, two_layer_marked, workload
 
 import xtat
-from sharded_two_layer import BATCH, D_FF, D_MODEL, D_OUT, two_layer_marked, workload
 from xtat.capture.workload import capture
 from xtat.core.candidate import Candidate
 from xtat.core.errors import UserError
@@ -24,7 +24,7 @@ from xtat.stages.sharding import ShardingStage
 from xtat.stages.sharding.layouts import Layout, enumerate_layouts, meshes, partition_spec
 from xtat.store.sql import Store
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parent / "support"
 TWO_LAYER = [(("d_model", "d_ff"), (D_MODEL, D_FF)), (("d_ff", "d_out"), (D_FF, D_OUT)),
              (("batch", "d_model"), (BATCH, D_MODEL))]
 # Every valid layout of the two-layer model on two devices, worked out by hand: one mesh axis, each
@@ -221,7 +221,7 @@ def test_marked_intermediates_are_laid_out_by_every_layout_and_by_xtat_jit(tmp_p
 
 
 # The production side of a layout preset: jax and the preset, nothing of xtat. two_layer is
-# tests/sharded_two_layer.py's, copied.
+# tests/support/sharded_two_layer.py's, copied.
 PRESET_CHILD = r'''
 import json, sys
 import jax, jax.numpy as jnp, numpy as np

@@ -3,7 +3,7 @@
 A runner builds candidates, verifies their outputs against the default's and times them.
 `runner.process.ProcessRunner` does it in worker processes (one per runtime environment,
 killed on deadline); a test double that answers from a table lets the loop, racing and
-adoption be tested in seconds (`tests/doubles.py`). Nothing above this interface knows
+adoption be tested in seconds (`tests/support/doubles.py`). Nothing above this interface knows
 of processes, pipes or the worker protocol's wire format.
 """
 

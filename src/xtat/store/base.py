@@ -2,7 +2,7 @@
 
 Records are frozen dataclasses (`store.records`); a store is a context manager that closes on
 exit. `store.sql.Store` implements it on SQLAlchemy, for one SQLite file (the tuners of one
-machine) or a PostgreSQL study (tuners on many machines); `tests/doubles.MemoryStore` is a test
+machine) or a PostgreSQL study (tuners on many machines); `tests/support/doubles.MemoryStore` is a test
 double.
 Every row may come from another machine or person: nothing read from a store is applied
 before `store.vetting` has vetted it.

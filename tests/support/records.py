@@ -7,6 +7,7 @@ as a tuning run would leave it.
 from __future__ import annotations
 
 from tiny import tiny_mlp
+
 from xtat.capture.workload import capture
 from xtat.store.sql import Store
 
