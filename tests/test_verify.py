@@ -105,6 +105,27 @@ def test_the_near_zero_rule_is_relative_to_the_leaf_rms_not_its_max():
     assert not compare([got], [want], Tolerance()).ok
 
 
+def test_a_scalar_a_tenth_of_a_percent_off_fails_and_a_reassociated_one_passes():
+    # Issue 33: a float32 loss summed from 262,144 terms. Summed in another order it moves by
+    # about 1e-7 relative; a dropped term or a wrong mean moves it by 1e-3, which the RMS floor
+    # (for a scalar, its own magnitude) used to let through.
+    terms = np.random.default_rng(5).normal(size=262_144).astype(np.float32) ** 2
+    want = np.sum(terms, dtype=np.float32)
+    blocked = np.cumsum(terms.reshape(512, 512).sum(axis=0, dtype=np.float32), dtype=np.float32)[-1]
+    sequential = np.cumsum(terms, dtype=np.float32)[-1]  # the worst order: 7e-5 relative here
+    for reordered in (blocked, sequential):
+        assert reordered != want and compare([reordered], [want], Tolerance()).ok
+    result = compare([np.float32(want * np.float32(1.001))], [want], Tolerance())
+    assert rules(result) == {Rule.SPREAD}
+    # A near-zero element of a small leaf may still lean on the floor (a cancellation), as may a
+    # scalar whose calibration saw one-ulp input changes move it beyond rtol.
+    small = np.array([3.0, 4.0, 1e-4], np.float32)
+    moved = small + np.array([0, 0, 2e-3], np.float32)
+    assert compare([moved], [small], Tolerance()).ok
+    calibrated = Budget((LeafBudget(spread=1.0),), perturbations=3, factor=4.0)
+    assert compare([np.float32(want * np.float32(1.0005))], [want], Tolerance(), calibrated).ok
+
+
 def test_structure_exact_nan_and_inf_rules():
     want = [np.array([1.0, np.nan, np.inf], np.float32), np.array([1, 2], np.int32)]
     assert rules(compare([want[0], np.array([1, 3], np.int32)], want, Tolerance())) == {Rule.EXACT}
@@ -181,8 +202,9 @@ def logistic_map(x0, weights):
 def test_a_chaotic_output_gets_a_budget_and_a_wrong_steady_output_still_fails(db):
     import sqlite3
 
-    import xtat
     from tiny import FAST
+
+    import xtat
 
     x0 = np.linspace(0.1, 0.9, 64, dtype=np.float32)
     weights = np.linspace(-1, 1, 64, dtype=np.float32)
@@ -199,3 +221,34 @@ def test_a_chaotic_output_gets_a_budget_and_a_wrong_steady_output_still_fails(db
     assert by_form["expanded"] in ("ok", "duplicate")  # the chaotic output moved, within its budget
     assert by_form["wrong_steady"] == "wrong_result"  # the steady output keeps the default policy
     assert detail["verification"]["leaves"][0]["outliers"] > 0 and detail["verification"]["leaves"][1]["outliers"] == 0
+
+
+def scalar_loss(x, form: str = "sum"):
+    import jax.numpy as jnp
+
+    import xtat
+
+    form = xtat.knob("form", ("sum", "chunked", "scaled"), "sum")
+    squares = x * x
+    if form == "chunked":  # the same terms, summed in another order: another program
+        return jnp.sum(jnp.sum(squares.reshape(512, 512), axis=0)) / x.size
+    loss = jnp.sum(squares) / x.size
+    return loss * 1.001 if form == "scaled" else loss
+
+
+def test_a_loss_a_tenth_of_a_percent_off_is_a_wrong_result_and_reassociation_is_not(db):
+    import sqlite3
+
+    from tiny import FAST
+
+    import xtat
+
+    def inputs(seed):
+        return (np.random.default_rng(seed).normal(size=262_144).astype(np.float32),)
+
+    workload = xtat.Workload(scalar_loss, inputs(0), name="scalar-loss", make_inputs=inputs)
+    xtat.tune(workload, db=db, stages=("program",), budget=3, **FAST)
+    with sqlite3.connect(db) as con:
+        rows = dict(con.execute("SELECT config, status FROM trials").fetchall())
+    by_form = {json.loads(config).get("program", {}).get("knob:form", "sum"): status for config, status in rows.items()}
+    assert by_form["chunked"] in ("ok", "duplicate") and by_form["scaled"] == "wrong_result", by_form

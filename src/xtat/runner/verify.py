@@ -12,9 +12,15 @@ The policy (docs/verification.md has the measurements behind it):
   few ulps of the magnitudes it was summed from (Adam amplifies exactly
   those), and the leaf's RMS stands for those magnitudes; its maximum would
   let one large element hide errors in all the others;
-- spread rule: at most a fraction (10%) of the elements, and at least one, may
-  lean on that floor, i.e. lie beyond ``atol + rtol*|want|``; a kernel that
-  moves most elements a little is wrong even when each move is within the floor;
+- spread rule: at most a fraction (10%) of the elements may lean on that
+  floor, i.e. lie beyond ``atol + rtol*|want|``; a kernel that moves most
+  elements a little is wrong even when each move is within the floor. In a leaf
+  too small for a fraction to mean anything one element may, but only a
+  near-zero one (below a tenth of the leaf's RMS, where cancellation happened):
+  a scalar loss is its own RMS, so a floor would be a plain 1e-3 relative
+  tolerance, a hundred times what reassociating its sum moves it (issue 33);
+  a scalar that moves that much under one-ulp input changes gets its budget
+  from the calibration, as every chaotic output does;
 - norm rule: the leaf's relative error norm ``|got-want|_2 / |want|_2``
   within a bound per dtype, which catches an error spread thinly over many
   elements; an error whose RMS is within ``atol`` more than that passes
@@ -70,6 +76,7 @@ _BOUNDS = {
 }
 _EXACT = Bounds(0.0, 0.0, 0.0, 0.0)
 _DEFAULT_SPREAD = Bounds.spread
+NEAR_ZERO = 0.1  # an element below this share of its leaf's RMS: a cancellation, which the floor is for
 
 
 @dataclass(frozen=True)
@@ -150,6 +157,7 @@ class LeafStats:
     max_rel: float
     error_rms: float = 0.0  # |got - want|_2 / sqrt(size)
     want_rms: float = 0.0  # |want|_2 / sqrt(size)
+    typical_spread: int = 0  # elements beyond atol + rtol*|want| that are not near zero (>= NEAR_ZERO x RMS)
 
 
 @dataclass(frozen=True)
@@ -209,6 +217,7 @@ def leaf_stats(got: np.ndarray, want: np.ndarray, bounds: Bounds) -> LeafStats:
         want=float(np.abs(want64[flat_index])) if kind is np.complex128 else float(want64[flat_index].real),
         max_abs=float(np.max(diff)), max_rel=float(np.max(diff / np.maximum(scale, np.finfo(np.float64).tiny))),
         error_rms=norm_diff / math.sqrt(diff.size), want_rms=rms,
+        typical_spread=int(np.count_nonzero((diff > own) & (scale >= NEAR_ZERO * rms))),
     )
 
 
@@ -270,8 +279,10 @@ def _judge(index: int, s: LeafStats, bounds: Bounds, allowed: LeafBudget) -> lis
         out.append(Mismatch(Rule.ELEMENT, index, f"{where} is {s.excess:.3g}x the element bound "
                             f"({max(1.0, allowed.excess):.3g}x allowed)", s.worst, s.excess, allowed.excess))
     spread_allowed = max(bounds.spread, allowed.spread)
-    # At least one element may move in any leaf: in a leaf of three a fraction means nothing.
-    if s.spread * s.size > max(1, math.floor(spread_allowed * s.size)):
+    spread_count = math.floor(spread_allowed * s.size)
+    # In a leaf of three a fraction means nothing: one element may lean on the floor there, if it
+    # is near zero; an element of the leaf's own magnitude (a scalar loss) may not.
+    if s.spread * s.size > max(1, spread_count) or s.typical_spread > spread_count:
         out.append(Mismatch(Rule.SPREAD, index, f"{s.spread:.1%} of the values beyond rtol={bounds.rtol:g} "
                             f"atol={bounds.atol:g} of their own magnitude ({spread_allowed:.1%} allowed)",
                             None, s.spread, spread_allowed))
