@@ -242,6 +242,19 @@ def test_every_strategy_keeps_several_workers_busy_with_configs_asked_while_othe
     assert len({t.node for t in recorded}) >= 2
 
 
+def test_time_is_the_search_wall_time_whatever_the_number_of_workers():
+    """Issue 33: `--time` is wall time. Four workers of 0.25 s per measurement fill 2 s with about
+    thirty configs; counting their trials' times, as one worker's, would stop after about eight."""
+    runner = Workers(faster_with(WIDTH, 512, 1.5), count=4, seconds=0.25)
+    store = MemoryStore()
+    started = time.perf_counter()
+    result = xtat.tune(tiny_mlp(), db=store, runner=fake_runner_factory(runner),
+                       **{**FAST, "stages": ("codegen",), "budget": None, "time_s": 2.0, "strategy": "random"})
+    searched = sum(result.trials.values())
+    assert searched > 2 * 2.0 / 0.25, result.trials  # more than two workers' worth: the four ran side by side
+    assert time.perf_counter() - started < 2.0 + 5.0  # and it stopped near its wall-time budget
+
+
 # -- paired timing (runner.timing.paired), on callables that return the test's "samples" ------------
 
 def drifting(seconds: float, clock: list[int], drift: float = 0.5):
