@@ -15,6 +15,7 @@ from tiny import CHUNKED, tiny_chunked_mlp
 import xtat
 from xtat.runner.load import LoadMonitor, MachineLoad, cpu_ticks
 from xtat.tuning.confirmation import SequentialDesign, Verdict
+from xtat.tuning.result import AdoptionOutcome
 
 
 def simulate(true_speedup: float, spread: float, runs: int, design: SequentialDesign, seed: int) -> list[Verdict]:
@@ -117,6 +118,6 @@ def test_a_win_confirmed_under_load_is_not_adopted_unless_asked(db, monkeypatch,
     monkeypatch.setenv("XTAT_FAULT", "default:run:slow")
     settings = {**CHUNKED, "adopt_under_load": False}
     result = xtat.tune(tiny_chunked_mlp(), db=db, budget=3, **settings)
-    assert not result.adopted and "load-dependent" in result.message and "--adopt-under-load" in result.message
+    assert result.outcome is AdoptionOutcome.LOAD_DEPENDENT and "--adopt-under-load" in result.message
     assert result.confirmation.verdict is Verdict.FASTER and result.confirmation.load_dependent
     assert any("under load" in note for note in result.notes)

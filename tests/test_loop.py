@@ -16,6 +16,7 @@ from xtat.core.candidate import Candidate
 from xtat.core.status import TrialStatus
 from xtat.search import STRATEGIES
 from xtat.store.sql import Store
+from xtat.tuning.result import AdoptionOutcome
 
 WIDTH = "xla_cpu_prefer_vector_width"
 LEVEL = "xla_backend_optimization_level"
@@ -68,7 +69,7 @@ def test_a_win_timed_while_the_machine_slows_down_is_found_by_its_paired_figure(
 def test_a_tie_is_not_adopted(db):
     result = tune(db, FakeRunner(faster_with(WIDTH, 512, 1.005)))
     assert not result.adopted and result.best_config == {}
-    assert "the default stays" in result.message
+    assert result.outcome in (AdoptionOutcome.NO_CANDIDATE, AdoptionOutcome.NOT_FASTER, AdoptionOutcome.TIE)
 
 
 def test_failures_are_recorded_with_their_status_and_the_run_goes_on(db):
@@ -155,7 +156,7 @@ def test_a_finalist_wrong_on_the_second_inputs_is_demoted(db):
     runner = FakeRunner(faster_with(WIDTH, 512, 2.0),
                         wrong_on_second_inputs=lambda c: c.compile_options.get(WIDTH) == 512)
     result = tune(db, runner)
-    assert not result.adopted and "failed re-verification" in result.message
+    assert result.outcome is AdoptionOutcome.DEMOTED and not result.adopted
     demoted = [t for t in trials(db) if t.status == TrialStatus.WRONG_RESULT]
     assert demoted and all(t.config["codegen"][WIDTH] == 512 for t in demoted)
 
@@ -164,7 +165,7 @@ def test_a_rerun_measures_nothing_new_and_keeps_the_decision(db):
     first = tune(db, FakeRunner(faster_with(WIDTH, 512, 2.0)))
     runner = FakeRunner(faster_with(WIDTH, 512, 2.0))
     again = tune(db, runner)
-    assert again.new_trials == 0 and again.adopted == first.adopted and "(recorded)" in again.message
+    assert again.new_trials == 0 and again.adopted == first.adopted and again.recorded
     assert not [call for call in runner.calls if call[0] in ("build", "measure")]
 
 
@@ -185,7 +186,7 @@ def test_a_run_needs_nothing_of_sqlite_from_its_store():
     assert store.latest_result(workload).adopted and len(store.trials(workload)) == 60
     again = xtat.tune(tiny_mlp(), db=store, runner=fake_runner_factory(FakeRunner(faster_with(WIDTH, 512, 2.0))),
                       **{**FAST, "stages": ("codegen",), "budget": 60})
-    assert again.new_trials == 0 and "(recorded)" in again.message
+    assert again.new_trials == 0 and again.recorded
 
 
 @dataclass

@@ -177,7 +177,7 @@ def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) ->
         # Nothing was measured since the recorded decision (a rerun, or another tuner of the same
         # study decided on the same trials): it stands.
         recorded = TuneResult.from_decision(latest.detail["summary"], **call)
-        result = replace(recorded, message=recorded.message + " (recorded)")
+        result = replace(recorded, message=recorded.message + " (recorded)", recorded=True)
     else:
         adoption = finalize(run)
         notes = [note for stage in searched for note in stage.notes()]
@@ -193,6 +193,7 @@ def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) ->
             workload=captured.name, fingerprint=captured.fingerprint, default_ms=adoption.default_ms,
             default_ci_ms=adoption.default_ci_ms, best_ms=adoption.best_ms, best_ci_ms=adoption.best_ci_ms,
             speedup=adoption.speedup, speedup_ci=adoption.speedup_ci, adopted=adoption.adopted,
+            outcome=adoption.outcome,
             best_config=best.config if adoption.adopted and best else {}, message=adoption.message,
             finalists=adoption.finalists, no_ops=list(search.no_ops), notes=notes,
             confirmation=best.confirmation if best else None, search_load=search_load, **call)

@@ -16,7 +16,7 @@ from xtat.store.records import Trial
 from xtat.tuning.confirmation import Confirmation, Verdict, confirm
 from xtat.tuning.context import RunContext
 from xtat.tuning.measure import Figure, retime, search_speedup
-from xtat.tuning.result import Finalist
+from xtat.tuning.result import AdoptionOutcome, Finalist
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
 
@@ -27,10 +27,14 @@ class Adoption:
 
     default_ms: float  # the default's time as last measured (confirmed, side by side, or in the search)
     default_ci_ms: tuple[float, float]
-    adopted: bool
+    outcome: AdoptionOutcome
     message: str
     best: Finalist | None  # the finalist that went furthest (confirmed, or the fastest re-measured)
     finalists: tuple[Finalist, ...] = ()
+
+    @property
+    def adopted(self) -> bool:
+        return self.outcome.adopted
 
     @property
     def best_ms(self) -> float:
@@ -69,22 +73,22 @@ def finalize(run: RunContext) -> Adoption:
     default_ms = default.median_s * 1e3
     default_ci_ms = (default.ci_low_s * 1e3, default.ci_high_s * 1e3)  # type: ignore[operator]
 
-    def decided(adopted: bool, message: str, best: Finalist | None = None,
+    def decided(outcome: AdoptionOutcome, message: str, best: Finalist | None = None,
                 finalists: tuple[Finalist, ...] = ()) -> Adoption:
-        return Adoption(default_ms, default_ci_ms, adopted, message, best, finalists)
+        return Adoption(default_ms, default_ci_ms, outcome, message, best, finalists)
 
     if not candidates:
         message = ("no significant improvement: no candidate was faster than the default beyond the tie margin "
                    "in the search's paired timing: the default stays")
-        return decided(False, message)
+        return decided(AdoptionOutcome.NO_CANDIDATE, message)
 
     try:
         result = side_by_side(runner, stages, {str(t.id): t.config for t in candidates}, settings)
     except WorkerFailure as failure:
         message = f"no significant improvement: finalist re-measurement failed ({failure.status}: {failure.error})"
-        return decided(False, message)
+        return decided(AdoptionOutcome.REMEASURE_FAILED, message)
     if result.default is None:
-        return decided(False, "no significant improvement: the default failed to rebuild")
+        return decided(AdoptionOutcome.DEFAULT_FAILED, "no significant improvement: the default failed to rebuild")
 
     d = result.default
     default_ms, default_ci_ms = d.median_s * 1e3, (d.ci_s[0] * 1e3, d.ci_s[1] * 1e3)  # type: ignore[index, operator]
@@ -113,17 +117,18 @@ def finalize(run: RunContext) -> Adoption:
             default_ms = confirmed.default_s * 1e3
             default_ci_ms = (confirmed.default_ci_s[0] * 1e3, confirmed.default_ci_s[1] * 1e3)
         measured[index] = finalist
-        adopted, message = judge(confirmed, settings)
-        if adopted:
+        outcome, message = judge(confirmed, settings)
+        if outcome.adopted:
             message += deployment_note(candidate)
-        return decided(adopted, message, finalist, tuple(measured))
+        return decided(outcome, message, finalist, tuple(measured))
     demoted = sum(f.verified_on_second_inputs is False for f in measured)
     if demoted:
+        outcome = AdoptionOutcome.DEMOTED
         message = f"no significant improvement: {demoted} faster finalist(s) failed re-verification and were demoted"
     else:
-        message = "no significant improvement"
+        outcome, message = AdoptionOutcome.NOT_FASTER, "no significant improvement"
     message += ": the default stays"
-    return decided(False, message, measured[0] if measured else None, tuple(measured))
+    return decided(outcome, message, measured[0] if measured else None, tuple(measured))
 
 
 def promising(figures: list[tuple[Trial, Figure]], default: Trial, settings: TuneSettings,
@@ -151,22 +156,27 @@ def deployment_note(candidate: Candidate) -> str:
             "`xtat run -- python your_script.py` (xtat.jit alone applies only the rest)")
 
 
-def judge(confirmed: Confirmation, settings: TuneSettings) -> tuple[bool, str]:
-    """Adopt or not on the confirmation, and the message that says why."""
+def judge(confirmed: Confirmation, settings: TuneSettings) -> tuple[AdoptionOutcome, str]:
+    """Adopt or not on the confirmation: the outcome, and the message that says why."""
     figure = f"{confirmed.speedup:.3f}x [{confirmed.speedup_ci[0]:.3f}, {confirmed.speedup_ci[1]:.3f}]"
     where = f"through jax.jit in fresh processes, {confirmed.rounds} interleaved rounds"
     if confirmed.verdict is Verdict.FAILED:
-        return False, f"no significant improvement: confirmation failed ({confirmed.error}): the default stays"
+        return (AdoptionOutcome.CONFIRMATION_FAILED,
+                f"no significant improvement: confirmation failed ({confirmed.error}): the default stays")
     if confirmed.verdict is Verdict.FASTER:
         if confirmed.load_dependent and confirmed.load is not None:
             if not settings.adopt_under_load:
-                return False, (f"not adopted: {figure} faster {where}, but load-dependent: "
-                               f"{confirmed.load.describe()} (--adopt-under-load adopts it): the default stays")
-            return True, f"adopted under load: {figure} faster {where}; {confirmed.load.describe()}"
-        return True, f"adopted: {figure} faster than the default, confirmed {where}"
+                return AdoptionOutcome.LOAD_DEPENDENT, (
+                    f"not adopted: {figure} faster {where}, but load-dependent: {confirmed.load.describe()} "
+                    "(--adopt-under-load adopts it): the default stays")
+            return AdoptionOutcome.ADOPTED_UNDER_LOAD, (f"adopted under load: {figure} faster {where}; "
+                                                        f"{confirmed.load.describe()}")
+        return AdoptionOutcome.ADOPTED, f"adopted: {figure} faster than the default, confirmed {where}"
     if confirmed.verdict is Verdict.NOT_FASTER:
-        tie = confirmed.speedup_ci[0] > 1.0
-        return False, (f"{'a tie: faster, but by less than the tie margin' if tie else 'no significant improvement'}"
-                       f": {figure} {where}: the default stays")
-    return False, (f"no significant improvement: confirmation inconclusive, {figure} {where} (the interval "
-                   f"straddles {1 + settings.tie_margin:g}; a longer --confirm-time may settle it): the default stays")
+        if confirmed.speedup_ci[0] > 1.0:
+            return AdoptionOutcome.TIE, (f"a tie: faster, but by less than the tie margin: {figure} {where}: "
+                                         "the default stays")
+        return AdoptionOutcome.SLOWER, f"no significant improvement: {figure} {where}: the default stays"
+    return AdoptionOutcome.INCONCLUSIVE, (
+        f"no significant improvement: confirmation inconclusive, {figure} {where} (the interval straddles "
+        f"{1 + settings.tie_margin:g}; a longer --confirm-time may settle it): the default stays")

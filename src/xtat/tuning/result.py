@@ -8,11 +8,34 @@ and the CLI read these records, not dicts.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
 from xtat.core.space import Config
 from xtat.runner.load import MachineLoad
 from xtat.tuning.confirmation import Confirmation
+
+
+class AdoptionOutcome(StrEnum):
+    """Why a run adopted its winner or kept the default: the closed vocabulary behind `message`."""
+
+    ADOPTED = "adopted"  # confirmed faster in fresh processes
+    ADOPTED_UNDER_LOAD = "adopted_under_load"  # confirmed faster under load, with --adopt-under-load
+    NO_CANDIDATE = "no_candidate"  # no config's paired search figure cleared the tie margin
+    REMEASURE_FAILED = "remeasure_failed"  # the finalists' side-by-side re-measurement failed
+    DEFAULT_FAILED = "default_failed"  # the default failed to rebuild for the re-measurement
+    NOT_FASTER = "not_faster"  # side by side, no finalist was faster beyond the tie margin
+    DEMOTED = "demoted"  # the faster finalists failed re-verification on make_inputs(1)
+    CONFIRMATION_FAILED = "confirmation_failed"  # the confirmation's processes failed
+    LOAD_DEPENDENT = "load_dependent"  # confirmed faster, but while other processes used the machine
+    TIE = "tie"  # confirmed faster, by less than the tie margin
+    SLOWER = "slower"  # the confirmation's interval lies below the tie margin
+    INCONCLUSIVE = "inconclusive"  # the confirmation's interval still straddles the tie margin
+    NOT_ADOPTED = "not_adopted"  # a decision recorded before outcomes were, that kept the default
+
+    @property
+    def adopted(self) -> bool:
+        return self in (AdoptionOutcome.ADOPTED, AdoptionOutcome.ADOPTED_UNDER_LOAD)
 
 
 @dataclass(frozen=True)
@@ -97,6 +120,7 @@ class TuneResult:
     speedup: float
     speedup_ci: tuple[float, float]
     adopted: bool
+    outcome: AdoptionOutcome  # why it was adopted or not (`message` says it in words)
     trials: dict[str, int]  # every recorded trial of the workload, by status
     best_config: Config  # the adopted config ({} when none was)
     new_trials: int
@@ -112,6 +136,7 @@ class TuneResult:
     # The winner deployed through jax.jit in fresh processes (tuning.confirmation); None when none was.
     confirmation: Confirmation | None = None
     search_load: MachineLoad | None = None  # the machine's load during the search (runner.load)
+    recorded: bool = False  # the decision of an earlier run on the same trials, reported again
 
     @property
     def confirmed(self) -> Finalist | None:
@@ -120,8 +145,8 @@ class TuneResult:
 
     # The fields of a run's decision, stored with it; the rest are about this call.
     DECISION = ("workload", "fingerprint", "default_ms", "default_ci_ms", "best_ms", "best_ci_ms", "speedup",
-                "speedup_ci", "adopted", "best_config", "message", "finalists", "no_ops", "notes", "confirmation",
-                "search_load")
+                "speedup_ci", "adopted", "outcome", "best_config", "message", "finalists", "no_ops", "notes",
+                "confirmation", "search_load")
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -155,4 +180,7 @@ class TuneResult:
         confirmation, load = values.get("confirmation"), values.get("search_load")
         values["confirmation"] = Confirmation.from_json(confirmation) if confirmation else None
         values["search_load"] = MachineLoad(**load) if load else None
+        recorded = values.get("outcome")  # absent from decisions recorded before outcomes were
+        values["outcome"] = AdoptionOutcome(recorded) if recorded else (
+            AdoptionOutcome.ADOPTED if values["adopted"] else AdoptionOutcome.NOT_ADOPTED)
         return cls(**values, **call)
