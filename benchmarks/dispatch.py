@@ -43,6 +43,7 @@ import xtat
 from xtat.capture.workload import Identity
 from xtat.core.space import config_key
 from xtat.runner.timing import speedup_ci
+from xtat.store.records import ResultDetail
 from xtat.store.sql import Store
 
 ADOPTED_OPTIONS = {"xla_cpu_prefer_vector_width": 128, "xla_backend_optimization_level": 2}
@@ -62,7 +63,7 @@ def adopt(db: Path, args: tuple, options: dict) -> None:
         trial = store.start_trial(workload, None, config, config_key(config))
         store.finish_trial(trial, "ok")
         store.add_result(workload, None, True, config, None, None, (None, None, None),
-                         {"note": "written by benchmarks/dispatch.py"})
+                         ResultDetail())
     finally:
         store.close()
 

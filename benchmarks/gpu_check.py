@@ -48,8 +48,7 @@ def check(target: str, out: Path, db: Path, budget: int, time_s: float, stages: 
     with Store.open(db) as store:
         record = store.workload(result.fingerprint)
         latest = store.latest_result(record.id) if record else None
-    detail = latest.detail if latest else {}
-    pinned = str(detail.get("pinned_autotune_results", ""))
+    pinned = latest.detail.pinned_autotune_results if latest else ""
     stem = target.removeprefix("suite:").replace("/", "-")
     tiles = results.contents(pinned) if pinned else results.Contents((), {})
     if pinned:

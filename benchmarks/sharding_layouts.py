@@ -69,16 +69,17 @@ def confirm_best(target: str, db: str) -> dict:
     from xtat.stages.registry import make_stages
     from xtat.store.sql import Store
     from xtat.tuning.confirmation import confirm
+    from xtat.tuning.result import recorded_decision
     from xtat.tuning.session import open_runner
     from xtat.tuning.settings import TuneSettings
 
     captured = capture(load_target(target))
     with Store.open(db) as store:
         result = store.latest_result(store.find_workload(captured.fingerprint).id)
-    finalists = (result.detail.get("summary", {}).get("finalists") if result else None) or []
+    finalists = recorded_decision(result.detail.summary).finalists if result and result.detail.summary else ()
     if not finalists:
         return {"deploy": None}
-    best = finalists[0]["config"]
+    best = finalists[0].config
     settings = TuneSettings()
     with open_runner(captured, settings) as runner:
         confirmed = confirm(runner, concretize(make_stages(), best), config_id(best), settings)

@@ -17,9 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from tiny import FAST, tiny_mlp, tiny_target
 
 import xtat
-from tiny import FAST, tiny_mlp, tiny_target
 from xtat.core.errors import UserError
 from xtat.core.space import config_id
 from xtat.core.status import FINAL_STATUSES, TrialStatus
@@ -89,7 +89,7 @@ def test_two_tuners_on_one_postgres_study_measure_every_config_once_and_decide_o
     with Store.open(url, read_only=True) as store:
         (workload,) = store.workloads()
         results = store.results(workload.id)
-        assert len(results) == 1, [(r.run_id, r.created_at, r.detail.get("basis")) for r in results]  # one decision
+        assert len(results) == 1, [(r.run_id, r.created_at, r.detail.basis) for r in results]  # one decision
     first, second = outputs
     assert (first["adopted"], first["best_config"]) == (second["adopted"], second["best_config"])
     assert sum("(recorded)" in o["message"] for o in outputs) == 1

@@ -6,15 +6,16 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny import FAST, tiny_mlp
 
 import xtat
-from tiny import FAST, tiny_mlp
 from xtat.core.candidate import Candidate, ProcessSetup
 from xtat.core.space import Decision, Space
 from xtat.search.sweep import SweepThenRandom
 from xtat.stages.base import concretize
 from xtat.stages.passes import CSE_BARRIER_EXPANDER
 from xtat.stages.registry import make_stages
+from xtat.store.records import ResultDetail
 from xtat.store.sql import Store
 
 
@@ -94,7 +95,8 @@ def test_program_stage_knobs_are_tuned_and_applied_by_jit(db):
     configs = [t.config for t in _trials(db)]
     assert {"program": {"knob:block": 8}} in configs and {"program": {"knob:block": 16}} in configs
     store = Store.open(db)
-    store.add_result(store.workloads()[0].id, None, True, {"program": {"knob:block": 8}}, 1, 1, (1.2, 1.1, 1.3), {})
+    store.add_result(store.workloads()[0].id, None, True, {"program": {"knob:block": 8}}, 1, 1, (1.2, 1.1, 1.3),
+                     ResultDetail())
     store.close()
     tuned = xtat.jit(_knobbed, db=db)
     np.testing.assert_allclose(tuned(*args), _knobbed(*args), rtol=1e-5)
@@ -121,7 +123,7 @@ def test_explain_reports_each_stage_share(db, monkeypatch):
 
     identity = capture(tiny_mlp()).identity
     wid = store.upsert_workload(identity.fingerprint, identity.program, "tiny_mlp", identity.env, {})
-    store.add_result(wid, None, True, config, 1, 1, (1.2, 1.1, 1.3), {})
+    store.add_result(wid, None, True, config, 1, 1, (1.2, 1.1, 1.3), ResultDetail())
     store.close()
     from xtat.tuner import TuneSettings
     from xtat.tuning.ablation import explain

@@ -11,7 +11,7 @@ from xtat.capture.workload import fingerprint
 from xtat.core.errors import StoreError, UserError
 from xtat.core.space import config_key
 from xtat.core.status import TrialStatus
-from xtat.store.records import ProfiledProgram
+from xtat.store.records import ProfiledProgram, ResultDetail
 from xtat.store.sql import SCHEMA_VERSION, Store
 
 ENV = {"platform": "cpu", "device_kind": "cpu", "jax": "x", "jaxlib": "x"}
@@ -26,7 +26,7 @@ def _filled(db) -> Store:
     store.finish_trial(t, "ok", median_s=1e-3, ci_low_s=9e-4, ci_high_s=1.1e-3, samples=[1e-3] * 3)
     t = store.start_trial(wid, run, {"codegen": {"a": 1}}, '{"codegen":{"a":1}}')
     store.finish_trial(t, "crash", error="worker killed by SIGSEGV")
-    store.add_result(wid, run, False, {}, 1e-3, 1e-3, None, {"reason": "none"})
+    store.add_result(wid, run, False, {}, 1e-3, 1e-3, None, ResultDetail())
     return store
 
 
@@ -146,7 +146,7 @@ def test_the_standard_library_reader_reads_what_the_store_reads(tmp_path):
     run = store.begin_run(wid, {"seed": 3})
     trial = store.start_trial(wid, run, {"codegen": {"x": 1}}, config_key({"codegen": {"x": 1}}))
     store.finish_trial(trial, TrialStatus.OK, median_s=2.0, metrics={"flops": 1.0})
-    store.add_result(wid, run, True, {"codegen": {"x": 1}}, 3.0, 2.0, (1.5, 1.2, 1.8), {"summary": {}})
+    store.add_result(wid, run, True, {"codegen": {"x": 1}}, 3.0, 2.0, (1.5, 1.2, 1.8), ResultDetail(summary={}))
     store.close()
     store, reader = Store.open(db, read_only=True), SqliteReader.open(db)
     try:
@@ -247,8 +247,9 @@ def test_import_refuses_records_that_would_not_be_applied(new_store, mutate, mes
 
 
 def test_numerics_opt_in_travels_with_the_record(new_store):
-    import xtat
     from tiny import mlp, tiny_mlp
+
+    import xtat
 
     document = _exported(new_store(), {"codegen": {"xla_cpu_enable_fast_math": True}},
                          settings={"allow_numerics_change": True, "rtol": 1e-3})

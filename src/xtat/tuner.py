@@ -29,7 +29,7 @@ from xtat.stages.base import Context, concretize
 from xtat.stages.registry import make_stages
 from xtat.stages.tiles import pin_autotuning
 from xtat.store.base import Storage
-from xtat.store.records import Trial
+from xtat.store.records import ResultDetail, Trial
 from xtat.store.sql import Store, is_url, owner_id
 from xtat.tuning.adoption import finalize
 from xtat.tuning.claims import Heartbeat
@@ -161,9 +161,9 @@ def deciding(run: RunContext) -> Iterator[None]:
         store.unlock(name, run.owner)
 
 
-def _basis(trials: list[Trial]) -> list[int]:
+def _basis(trials: list[Trial]) -> tuple[int, ...]:
     """What a decision was taken from: the finished trials, by id."""
-    return sorted(t.id for t in trials if t.status != TrialStatus.RUNNING)
+    return tuple(sorted(t.id for t in trials if t.status != TrialStatus.RUNNING))
 
 
 def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) -> TuneResult:
@@ -172,11 +172,11 @@ def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) ->
     basis = _basis(store.trials(workload_id))
     call: dict[str, Any] = dict(trials={}, new_trials=search.new_trials, wall_s=0.0, time_split=TimeSplit(),
                                 db=store.where)
-    if latest is not None and "summary" in latest.detail and (
-            latest.detail.get("basis") == basis or (search.new_trials == 0 and "basis" not in latest.detail)):
+    if latest is not None and latest.detail.summary is not None and (
+            latest.detail.basis == basis or (search.new_trials == 0 and latest.detail.basis is None)):
         # Nothing was measured since the recorded decision (a rerun, or another tuner of the same
         # study decided on the same trials): it stands.
-        recorded = TuneResult.from_decision(latest.detail["summary"], **call)
+        recorded = TuneResult.from_decision(latest.detail.summary, **call)
         result = replace(recorded, message=recorded.message + " (recorded)", recorded=True)
     else:
         adoption = finalize(run)
@@ -198,15 +198,14 @@ def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) ->
             finalists=adoption.finalists, no_ops=list(search.no_ops), notes=notes,
             confirmation=best.confirmation if best else None, search_load=search_load, **call)
         speedup = (result.speedup, *result.speedup_ci) if result.finalists else None
-        detail = {"summary": result.decision_json(), "verification": runner.budget.to_json(), "basis": basis}
         deployed = concretize(run.stages, result.best_config)  # {} when nothing was adopted
-        if deployed.layout:
-            detail["input_dims"] = captured.dims  # what xtat.jit places by the adopted layout
         pinned = concretize(run.stages, {}).process.autotune_results
-        if pinned:  # on GPU: XLA's own choices the run pinned, and the adopted tiles on top of them
-            detail["pinned_autotune_results"] = pinned
-            if result.adopted:
-                detail["autotune_results"] = deployed.process.autotune_results
+        detail = ResultDetail(
+            summary=result.decision_json(), verification=runner.budget.to_json(), basis=basis,
+            input_dims=captured.dims if deployed.layout else None,  # what xtat.jit places by the adopted layout
+            # on GPU: XLA's own choices the run pinned, and the adopted tiles on top of them
+            pinned_autotune_results=pinned or "",
+            autotune_results=deployed.process.autotune_results or "" if pinned and result.adopted else "")
         store.add_result(workload_id, run.run_id, result.adopted, result.best_config, result.default_ms / 1e3,
                          result.best_ms / 1e3, speedup, detail)
     return result

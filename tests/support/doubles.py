@@ -22,7 +22,7 @@ from xtat.runner.base import WorkerFailure
 from xtat.runner.protocol import Check, Compiled, Failed, Timed, Verified
 from xtat.runner.timing import Race, TimingPolicy, median_ci, paired
 from xtat.runner.verify import Budget, Tolerance
-from xtat.store.records import Result, Trial, WorkloadRecord
+from xtat.store.records import Result, ResultDetail, Trial, WorkloadRecord
 
 
 def executable(candidate: Candidate) -> str:
@@ -279,7 +279,7 @@ class MemoryStore:
 
     def add_result(self, workload_id: int, run_id: int | None, adopted: bool, config: dict,
                    default_s: float | None, best_s: float | None, speedup: tuple[float, float, float] | None,
-                   detail: dict) -> int:
+                   detail: ResultDetail) -> int:
         median, low, high = speedup if speedup else (None, None, None)
         self._results.append(Result(len(self._results) + 1, workload_id, run_id, adopted, config, default_s, best_s,
                                     median, low, high, detail, time.time()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from tiny import tiny_mlp
 
 from xtat.capture.workload import capture
+from xtat.store.records import ResultDetail
 from xtat.store.sql import Store
 
 
@@ -24,7 +25,8 @@ def adopt(db, config: dict, *, name: str = "tiny_mlp", workload=None, env: dict 
         if trial:
             trial_id = store.start_trial(workload_id, run_id, config, _key(config))
             store.finish_trial(trial_id, "ok", median_s=5e-4, ci_low_s=4e-4, ci_high_s=6e-4, samples=[5e-4] * 3)
-        store.add_result(workload_id, run_id, adopted, config, 1e-3, 5e-4, (2.0, 1.5, 2.5), detail or {})
+        store.add_result(workload_id, run_id, adopted, config, 1e-3, 5e-4, (2.0, 1.5, 2.5),
+                         ResultDetail.from_json(detail))
         store.finish_run(run_id)
         return workload_id
     finally:

@@ -125,7 +125,7 @@ def vetted(store: LookupReads, record: WorkloadRecord, result: Result) -> Candid
 
     found = refusals(result.config, str(record.env.get("platform", "")), store.run_settings(result.run_id),
                      [(t.config_key, t.status) for t in store.trials(record.id)])
-    autotune_results = result.detail.get("autotune_results", "")
+    autotune_results = result.detail.autotune_results
     if not isinstance(autotune_results, str):
         found.append("the result's autotune results are not text")
     elif autotune_results and record.env.get("platform") not in GPU_PLATFORMS:
@@ -137,7 +137,7 @@ def vetted(store: LookupReads, record: WorkloadRecord, result: Result) -> Candid
     except (UserError, ValueError) as exc:  # a results file XLA's schema refuses, or tiles it lacks
         raise Unvetted(str(exc)) from None
     if candidate.layout:
-        dims = result.detail.get("input_dims")
+        dims = result.detail.input_dims
         if not isinstance(dims, list) or not all(
                 d is None or (isinstance(d, list) and all(isinstance(n, str) for n in d)) for d in dims):
             raise Unvetted("the adopted layout's input dimension names are missing or not lists of names")

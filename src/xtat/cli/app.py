@@ -274,6 +274,8 @@ def _open_workload(db: str | None, name_or_fingerprint: str):
 @app.command()
 def show(db: str | None = DbOption) -> None:
     """Workloads in the store with default and best times and speedups."""
+    from xtat.tuning.result import recorded_decision
+
     store = _open(db)
     table = Table(title=store.where)
     for column in ("workload", "fingerprint", "trials", "default ms", "best ms", "speedup [95% CI]", "adopted",
@@ -286,9 +288,10 @@ def show(db: str | None = DbOption) -> None:
         if result and result.speedup:
             speedup = f"{result.speedup:.3f} [{result.speedup_low:.3f}, {result.speedup_high:.3f}]"
         # The speedup of a run that confirmed its winner is the confirmed one (tuning/confirmation.py).
-        confirmation = (result.detail.get("summary", {}).get("confirmation") or {}) if result else {}
-        confirmed = (f"{confirmation['verdict']}, {confirmation['rounds']} rounds"
-                     + (", load-dependent" if confirmation.get("load_dependent") else "")) if confirmation else "-"
+        summary = result.detail.summary if result else None
+        confirmation = recorded_decision(summary).confirmation if summary else None
+        confirmed = (f"{confirmation.verdict.value}, {confirmation.rounds} rounds"
+                     + (", load-dependent" if confirmation.load_dependent else "")) if confirmation else "-"
         table.add_row(w.name, w.fingerprint[:12], str(len(trials)),
                       _ms(result.default_s if result else None), _ms(result.best_s if result else None),
                       speedup, "yes" if result and result.adopted else "no", confirmed, w.env.get("jaxlib", "?"),

@@ -31,6 +31,7 @@ from xtat.core.status import TrialStatus
 from xtat.profile.session import XTAT_COMMAND, timed_run
 from xtat.runner.timing import interleave, speedup_ci
 from xtat.stages.runtime import CPUS, HOST_DEVICES, runtime_decisions
+from xtat.store.records import ResultDetail
 from xtat.store.sql import Store
 
 # Enter a CPU affinity, then become the rest of the command line (affinity is kept across exec).
@@ -116,7 +117,7 @@ def _forget(name: str, db: str | Path | None) -> None:
             if latest is not None and latest.adopted:
                 run_id = store.begin_run(record.id, {"script": name})
                 store.add_result(record.id, run_id, False, {}, None, None, (1.0, 1.0, 1.0),
-                                 {"summary": "choosing the runtime decision again"})
+                                 ResultDetail(note="choosing the runtime decision again"))
                 store.finish_run(run_id)
     finally:
         store.close()
@@ -140,7 +141,7 @@ def _record(name: str, trial: RuntimeTrial, db: str | Path | None) -> None:
                            reference_samples=list(trial.plain_s), speedup=trial.speedup[0],
                            speedup_low=trial.speedup[1], speedup_high=trial.speedup[2])
         store.add_result(workload_id, run_id, True, config, plain, chosen, trial.speedup,
-                         {"summary": "the whole script, timed under each runtime setup against none"})
+                         ResultDetail(note="the whole script, timed under each runtime setup against none"))
         store.finish_run(run_id)
     finally:
         store.close()

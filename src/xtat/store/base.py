@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from xtat.core.status import RunStatus, TrialStatus
 
 if TYPE_CHECKING:
-    from xtat.store.records import ImportReport, Result, Trial, WorkloadRecord
+    from xtat.store.records import ImportReport, Result, ResultDetail, Trial, WorkloadRecord
 
 
 class Storage(Protocol):
@@ -89,7 +89,7 @@ class Storage(Protocol):
     # results: the decision of each run; the newest made here is in force
     def add_result(self, workload_id: int, run_id: int | None, adopted: bool, config: dict,
                    default_s: float | None, best_s: float | None, speedup: tuple[float, float, float] | None,
-                   detail: dict) -> int: ...
+                   detail: ResultDetail) -> int: ...
 
     def latest_result(self, workload_id: int) -> Result | None: ...
 

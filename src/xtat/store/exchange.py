@@ -11,6 +11,7 @@ from typing import Any
 
 from xtat.capture.workload import fingerprint
 from xtat.core.errors import UserError
+from xtat.store.records import ResultDetail
 
 _RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "adopted": (bool,), "config": (dict,), "default_s": (int, float, type(None)),
@@ -102,6 +103,10 @@ def validate_export(document: Any) -> list[dict]:
             _check_fields(at, result, _RESULT_FIELDS, {"default_s", "best_s", "speedup", "speedup_low",
                                                         "speedup_high", "detail", "run_settings"})
             _check_config(at, result["config"])
+            try:
+                ResultDetail.from_json(result.get("detail"))
+            except ValueError as exc:
+                raise UserError(f"import: {at}.detail is malformed ({exc}); nothing was imported") from None
             if result["adopted"]:
                 _vet_adopted(at, workload, result)
         if fingerprint(workload["program"], workload["env"]) != workload["fingerprint"]:

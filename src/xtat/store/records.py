@@ -8,7 +8,9 @@ matches the schema and `Trial`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from xtat.core import serial
 from xtat.core.status import TrialStatus
 
 
@@ -106,6 +108,43 @@ class WorkloadRecord:
 
 
 @dataclass(frozen=True)
+class Rejection:
+    """An adopted config this XLA refused when it was applied (`xtat.jit`, `xtat run`)."""
+
+    reason: str
+    env: dict[str, str]
+    at: float
+
+
+@dataclass(frozen=True)
+class ResultDetail:
+    """What a result row records beside its figures (the `detail` JSON column)."""
+
+    # The run's decision as the tuner reports it (`tuning.result.TuneResult.decision_json`): opaque
+    # here, read back by the tuning role, so that a rerun reports the recorded decision.
+    summary: dict[str, Any] | None = None
+    verification: dict[str, Any] | None = None  # the verification budget (`runner.verify.Budget.to_json`)
+    basis: tuple[int, ...] | None = None  # the finished trials the decision was taken from
+    input_dims: list[Any] | None = None  # the workload's declared dimension names: what a layout places
+    pinned_autotune_results: str = ""  # on GPU: XLA's own tile choices the run pinned
+    autotune_results: str = ""  # ... and the adopted tiles on top of them
+    rejected_at_apply: tuple[Rejection, ...] = ()
+    imported: bool = False  # written by `xtat import` (a local decision wins over it)
+    note: str = ""  # what a result that is not a tuning run's decision is (a script's runtime decision)
+
+    def to_json(self) -> dict[str, Any]:
+        return serial.dump(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> ResultDetail:
+        """Read back (a stored or imported document: untrusted); ValueError names what is wrong."""
+        if isinstance(data, dict) and isinstance(data.get("summary"), str):
+            # Stores of schema 7 and before wrote a script's runtime decision with its note as the summary.
+            data = {**data, "summary": None, "note": data["summary"]}
+        return serial.load(cls, data or {})
+
+
+@dataclass(frozen=True)
 class Result:
     id: int
     workload_id: int
@@ -117,12 +156,12 @@ class Result:
     speedup: float | None
     speedup_low: float | None
     speedup_high: float | None
-    detail: dict
+    detail: ResultDetail
     created_at: float
 
     @property
     def imported(self) -> bool:
-        return bool(self.detail.get("imported"))
+        return self.detail.imported
 
 
 @dataclass(frozen=True)
@@ -139,7 +178,7 @@ def result_json(r: Result) -> dict:
     return {
         "adopted": r.adopted, "config": r.config, "default_s": r.default_s, "best_s": r.best_s,
         "speedup": r.speedup, "speedup_low": r.speedup_low, "speedup_high": r.speedup_high,
-        "detail": r.detail, "created_at": r.created_at,
+        "detail": r.detail.to_json(), "created_at": r.created_at,
     }
 
 

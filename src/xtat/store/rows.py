@@ -9,8 +9,9 @@ import json
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from xtat.core.errors import UserError
 from xtat.core.status import TrialStatus
-from xtat.store.records import TRIAL_FIELDS, Result, Trial, WorkloadRecord
+from xtat.store.records import TRIAL_FIELDS, Result, ResultDetail, Trial, WorkloadRecord
 
 
 class Row(Protocol):
@@ -39,11 +40,16 @@ def trial_record(m: Row) -> Trial:
 
 
 def result_record(m: Row) -> Result:
+    try:
+        detail = ResultDetail.from_json(json.loads(m["detail"]))
+    except ValueError as exc:  # json's errors are ValueErrors too
+        raise UserError(f"result {m['id']} of workload {m['workload_id']} is damaged ({exc}): restore the store "
+                        "from a copy or an `xtat export`, or tune again into a new one") from None
     return Result(
         id=m["id"], workload_id=m["workload_id"], run_id=m["run_id"], adopted=bool(m["adopted"]),
         config=json.loads(m["config"]), default_s=m["default_s"], best_s=m["best_s"],
         speedup=m["speedup"], speedup_low=m["speedup_low"], speedup_high=m["speedup_high"],
-        detail=json.loads(m["detail"]), created_at=m["created_at"],
+        detail=detail, created_at=m["created_at"],
     )
 
 

@@ -12,6 +12,7 @@ once the lease has run out (its tuner was killed). Records are JSON columns; not
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -33,7 +34,9 @@ from xtat.store.records import (
     ImportReport,
     ProfiledProgram,
     ProfileRecord,
+    Rejection,
     Result,
+    ResultDetail,
     Trial,
     WorkloadRecord,
     result_json,
@@ -537,7 +540,7 @@ class Store:
 
     def add_result(self, workload_id: int, run_id: int | None, adopted: bool, config: dict,
                    default_s: float | None, best_s: float | None, speedup: tuple[float, float, float] | None,
-                   detail: dict) -> int:
+                   detail: ResultDetail) -> int:
         with self._write() as conn:
             return self._insert_result(conn, workload_id, run_id, adopted, config, default_s, best_s, speedup,
                                        detail, time.time())
@@ -545,13 +548,13 @@ class Store:
     @staticmethod
     def _insert_result(conn: sa.Connection, workload_id: int, run_id: int | None, adopted: bool, config: dict,
                        default_s: float | None, best_s: float | None,
-                       speedup: tuple[float | None, float | None, float | None] | None, detail: dict,
+                       speedup: tuple[float | None, float | None, float | None] | None, detail: ResultDetail,
                        created_at: float) -> int:
         median, low, high = speedup if speedup else (None, None, None)
         return int(conn.execute(sa.insert(s.results).values(
             workload_id=workload_id, run_id=run_id, adopted=adopted, config=json.dumps(config),
             default_s=default_s, best_s=best_s, speedup=median, speedup_low=low, speedup_high=high,
-            detail=json.dumps(detail), created_at=created_at).returning(s.results.c.id)).scalar_one())
+            detail=json.dumps(detail.to_json()), created_at=created_at).returning(s.results.c.id)).scalar_one())
 
     def mark_rejected(self, result_id: int, reason: str, env: dict) -> None:
         """Note on a result that this XLA refused to apply it (kept, never deleted)."""
@@ -560,9 +563,10 @@ class Store:
             text = conn.execute(sa.select(r.detail).where(r.id == result_id)).scalar()
             if text is None:
                 return
-            detail = json.loads(text)
-            detail.setdefault("rejected_at_apply", []).append({"reason": reason[:500], "env": env, "at": time.time()})
-            conn.execute(sa.update(s.results).where(r.id == result_id).values(detail=json.dumps(detail)))
+            detail = ResultDetail.from_json(json.loads(text))
+            rejected = (*detail.rejected_at_apply, Rejection(reason[:500], env, time.time()))
+            conn.execute(sa.update(s.results).where(r.id == result_id).values(
+                detail=json.dumps(dataclasses.replace(detail, rejected_at_apply=rejected).to_json())))
 
     def latest_result(self, workload_id: int) -> Result | None:
         """The decision in force (`rows.in_force`)."""
@@ -638,7 +642,7 @@ class Store:
                             settings=json.dumps(r["run_settings"]), status=RunStatus.IMPORTED.value)
                             .returning(s.runs.c.id)
                         ).scalar_one()
-                    detail = {**r.get("detail", {}), **({} if prefer_imported else {"imported": True})}
+                    detail = dataclasses.replace(ResultDetail.from_json(r.get("detail")), imported=not prefer_imported)
                     self._insert_result(conn, workload_id, run_id, r["adopted"], r["config"], r.get("default_s"),
                                         r.get("best_s"), (r.get("speedup"), r.get("speedup_low"),
                                                           r.get("speedup_high")), detail, r["created_at"])

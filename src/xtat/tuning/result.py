@@ -184,3 +184,9 @@ class TuneResult:
         values["outcome"] = AdoptionOutcome(recorded) if recorded else (
             AdoptionOutcome.ADOPTED if values["adopted"] else AdoptionOutcome.NOT_ADOPTED)
         return cls(**values, **call)
+
+
+def recorded_decision(summary: dict[str, Any]) -> TuneResult:
+    """A decision as stored with its result (`TuneResult.decision_json`), read back on its own: no
+    call's fields (trials counted, wall time)."""
+    return TuneResult.from_decision(summary, trials={}, new_trials=0, wall_s=0.0, time_split=TimeSplit(), db="")
