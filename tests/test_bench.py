@@ -227,9 +227,7 @@ def test_a_failing_workload_is_an_outcome_with_its_error(tmp_path):
 def synthetic_bench_result() -> BenchResult:
     """A campaign result on made-up numbers (SYNTHETIC: nothing here was measured)."""
     peak = MachinePeak("roofline:synthetic", 50e9, 10e9, 1024, 1 << 28, 5, 0.0)
-    history = ({"status": "ok", "median_s": 0.010, "spent_s": 2.0}, {"status": "crash", "median_s": None,
-                                                                      "spent_s": 1.0},
-               {"status": "ok", "median_s": 0.008, "spent_s": 2.0})
+    history = (TrialPoint(0.010, 2.0), TrialPoint(None, 1.0), TrialPoint(0.008, 2.0))
     adopted = Outcome("synthetic-a/train", "synthetic-a", "test", "train", fingerprint="f" * 64, default_ms=10.0,
                       default_ci_ms=(9.8, 10.2), best_ms=8.0, best_ci_ms=(7.9, 8.1), speedup=1.25,
                       speedup_ci=(1.2, 1.3), search_speedup=1.4, search_speedup_ci=(1.3, 1.5), adopted=True,
@@ -296,7 +294,7 @@ def test_bench_cli_tunes_and_reports(tmp_path):
     assert sum(row["trials"].values()) == 2 and row["new_trials"] == 2
     assert row["default_ci_ms"][0] <= row["default_ms"] <= row["default_ci_ms"][1]
     assert row["speedup_ci"][0] <= row["speedup"] <= row["speedup_ci"][1]
-    assert len(row["history"]) == 2 and row["history"][0]["status"] == "ok"
+    assert len(row["history"]) == 2 and row["history"][0]["median_s"] > 0  # the default, measured
     assert row["cost"]["flops"] > 0 and row["roofline"]["intensity"] > 0
     assert document["peak_measured_now"] and document["peak"]["flops_per_s"] > 1e8
     assert document["geomean_delivered"]["count"] == 1

@@ -6,11 +6,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
-
 from tiny import FAST, tiny_target
+
 from xtat.compare.analysis import (
     BASELINE,
     Point,
@@ -35,9 +34,11 @@ from xtat.compare.runs import (
 )
 from xtat.core.errors import UserError
 from xtat.core.space import config_key
+from xtat.core.status import TrialStatus
 from xtat.report import to_html, to_markdown
 from xtat.store.sql import Store
 from xtat.tuner import TuneSettings
+from xtat.tuning.result import AdoptionOutcome, TimeSplit, TrialEvent, TuneResult
 
 # The timing part of FAST: what a campaign plan takes.
 FAST_TIMING = {k: v for k, v in FAST.items() if k in TUNING_FIELDS}
@@ -45,11 +46,19 @@ FAST_TIMING = {k: v for k, v in FAST.items() if k in TUNING_FIELDS}
 XTAT = [sys.executable, "-m", "xtat.cli.app"]
 
 
-def synthetic_history(medians: list[float | None], spent_s: float = 1.0) -> list[dict]:
+def synthetic_history(medians: list[float | None], spent_s: float = 1.0) -> list[TrialEvent]:
     """A SYNTHETIC tuner history (no measurement): the default first, None = a failed trial."""
-    return [{"index": i, "config": {} if i == 1 else {"codegen": {"x": i}},
-             "status": "ok" if m is not None else "compile_error", "median_s": m, "best_s": None,
-             "resumed": False, "spent_s": spent_s} for i, m in enumerate(medians, start=1)]
+    return [TrialEvent(i, {} if i == 1 else {"codegen": {"x": i}},
+                       TrialStatus.OK if m is not None else TrialStatus.COMPILE_ERROR, m, None, False, spent_s)
+            for i, m in enumerate(medians, start=1)]
+
+
+def synthetic_result(medians: list[float | None], speedup: float = 1.0, adopted: bool = False) -> TuneResult:
+    """A SYNTHETIC TuneResult around `synthetic_history(medians)` (nothing measured)."""
+    outcome = AdoptionOutcome.ADOPTED if adopted else AdoptionOutcome.NOT_FASTER
+    return TuneResult("w", "f" * 64, 1.0, (1.0, 1.0), 1.0, (1.0, 1.0), speedup, (speedup - 0.2, speedup + 0.2),
+                      adopted, outcome, {"ok": len(medians)}, {}, len(medians), "synthetic", 12.0, TimeSplit(), "",
+                      history=synthetic_history(medians))
 
 
 def synthetic_run(workload: str, strategy: str, medians: list[float | None], seed: int = 0,
@@ -151,12 +160,12 @@ def test_remeasure_reads_back_a_record_covering_every_incumbent(tmp_path):
 
 def test_remeasure_times_each_incumbent_beside_its_own_default_in_its_own_process(tmp_path, monkeypatch):
     from tiny import tiny_mlp
+
     from xtat.runner.process import ProcessRunner
 
     configs = [{"codegen": {"xla_backend_optimization_level": 1}}, {"codegen": {"xla_cpu_prefer_vector_width": 128}}]
-    history = [{"index": 1, "config": {}, "status": "ok", "median_s": 2.0, "best_s": None, "resumed": False,
-                "spent_s": 1.0}] + [{"index": i, "config": c, "status": "ok", "median_s": 2.0 - i / 2, "best_s": None,
-                                    "resumed": False, "spent_s": 1.0} for i, c in enumerate(configs, start=2)]
+    history = [TrialEvent(1, {}, TrialStatus.OK, 2.0, None, False, 1.0)] + [
+        TrialEvent(i, c, TrialStatus.OK, 2.0 - i / 2, None, False, 1.0) for i, c in enumerate(configs, start=2)]
     run = RunRecord("w", "sweep", 0, convergence(history), 1.0, (1.0, 1.0), False, wall_s=3.0, default_s=2.0,
                     incumbents=incumbents(history))
     placed: list[tuple[list[str], set[int]]] = []
@@ -275,8 +284,8 @@ def test_report_document_has_a_table_and_figure_per_workload():
 
 
 def test_record_from_a_tune_result_document():
-    result = {"history": synthetic_history([4.0, 2.0]), "speedup": 1.7, "speedup_ci": [1.5, 1.9],
-              "adopted": True, "wall_s": 12.0}
+    result = synthetic_result([4.0, 2.0], speedup=1.7, adopted=True)
+    assert TuneResult.from_json(json.loads(json.dumps(result.to_json()))) == result  # as its record file keeps it
     run = record_from_result("w", "sweep", 1, result)
     assert run.best_found == 2.0 and run.final_speedup_ci == (1.5, 1.9) and run.adopted
 
@@ -313,10 +322,7 @@ def test_model_runs_learn_from_the_earlier_workloads_runs_only(tmp_path, monkeyp
         seen.append((workload.display_name, settings.strategy, settings.learn_from))
         budgets.append((settings.strategy, settings.budget))
         Path(db).write_bytes(b"")
-        return SimpleNamespace(to_json=lambda: {"history": [{"index": 1, "config": {}, "status": "ok",
-                                                             "median_s": 1.0, "best_s": 1.0, "spent_s": 1.0}],
-                                                "speedup": 1.0, "speedup_ci": [1.0, 1.0], "adopted": False,
-                                                "wall_s": 1.0})
+        return synthetic_result([1.0])
 
     monkeypatch.setattr(runner, "tune", fake_tune)
     plan = CampaignPlan((tiny_target("tiny_mlp"), tiny_target("tiny_nan_max")), ("random", "model"), budget=5, seeds=2,

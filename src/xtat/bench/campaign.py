@@ -25,11 +25,13 @@ import numpy as np
 
 from xtat.bench.roofline import MachinePeak, RooflinePlacement, machine_peak, place
 from xtat.capture.workload import Workload
+from xtat.core import serial
 from xtat.core.errors import UserError
 from xtat.core.status import TrialStatus
 from xtat.store.sql import Store, default_path
 from xtat.suite import FORMS, SIZES, SuiteEntry, entries
 from xtat.tuning.ablation import Ablation
+from xtat.tuning.result import TrialPoint
 
 CAMPAIGN_FILE = "bench.json"
 
@@ -89,7 +91,7 @@ class Outcome:
     trials: dict[str, int] = field(default_factory=dict)  # every recorded trial by status
     new_trials: int = 0
     wall_s: float = 0.0
-    history: tuple[dict, ...] = ()  # this run's configs in order: status, median_s, spent_s
+    history: tuple[TrialPoint, ...] = ()  # this run's configs in order: time (None: failed), cost
     cost: dict[str, float] = field(default_factory=dict)  # cost analysis of the default program
     ablation: Ablation | None = None  # xtat.tuning.ablation.explain() of the adopted config
     ablation_error: str | None = None
@@ -104,7 +106,7 @@ class Outcome:
         for name in ("default_ci_ms", "best_ci_ms", "speedup_ci", "search_speedup_ci"):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
-        values["history"] = tuple(values.get("history", ()))
+        values["history"] = tuple(_point(event) for event in values.get("history", ()))
         if values.get("roofline"):
             values["roofline"] = RooflinePlacement(**values["roofline"])
         if values.get("ablation"):
@@ -290,9 +292,17 @@ def _tuned(base: dict, result, db: Path) -> Outcome:
         search_speedup_ci=confirmed.search_speedup_ci if confirmed else None,
         adopted=result.adopted, message=result.message, config=result.best_config, trials=result.trials,
         new_trials=result.new_trials,
-        history=tuple({"status": e.status, "median_s": e.median_s, "spent_s": e.spent_s} for e in result.history),
+        history=tuple(TrialPoint(e.median_s if e.status.measured else None, e.spent_s) for e in result.history),
         cost=cost,
     )
+
+
+def _point(event: dict) -> TrialPoint:
+    """A recorded history event (bench.json); campaigns before TrialPoints wrote the trial's status too."""
+    if "status" in event:  # an earlier campaign's event: a failed trial's time is no time
+        event = {"median_s": event["median_s"] if TrialStatus(event["status"]).measured else None,
+                 "spent_s": event.get("spent_s") or 0.0}
+    return serial.load(TrialPoint, event)
 
 
 def run_bench(settings: BenchSettings, db: str | Path | None = None, report_dir: str | Path | None = None,

@@ -20,7 +20,6 @@ from xtat.report import (
     convergence_figure,
     roofline_figure,
     speedup_figure,
-    trial_points,
 )
 
 
@@ -100,7 +99,7 @@ def _workload_table(outcomes: tuple[Outcome, ...]) -> Table:
 def _convergence(outcomes: tuple[Outcome, ...], forms: tuple[str, ...]) -> list[Figure]:
     figures = []
     for form in forms:
-        series = [ConvergenceSeries.from_trials(o.entry, trial_points(o.history))
+        series = [ConvergenceSeries.from_trials(o.entry, list(o.history))
                   for o in outcomes if o.tuned and o.form == form and o.history]
         if series:
             figures.append(Figure(f"convergence-{form}", convergence_figure(series, f"Convergence ({form})"),

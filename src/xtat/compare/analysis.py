@@ -1,7 +1,7 @@
 """What a comparison campaign found, computed from plain recorded histories.
 
 Nothing here runs or measures anything: every function takes the histories
-that `xtat.tune` returned (`TuneResult.history` as dicts) and the results'
+that `xtat.tune` returned (`TuneResult.history`, `TrialEvent`s) and the results'
 final speedups, so the numbers behind `xtat compare` can be checked on
 synthetic histories.
 
@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from xtat.core.space import config_key
-from xtat.core.status import TrialStatus
+from xtat.tuning.result import TrialEvent
 
 TARGET_FRACTION = 0.95
 REFERENCE = "random"  # what the contenders' trials-to-target are divided by
@@ -124,31 +124,28 @@ class CampaignAnalysis:
     summary: CampaignSummary
 
 
-def convergence(history: Sequence[Mapping]) -> tuple[Point, ...]:
-    """A run's best-so-far speedup after each trial, from its recorded history.
-
-    `history` holds `TrialEvent`s as dicts (`config`, `status`, `median_s`,
-    `spent_s`); the first must be the default config, as the tuner orders it.
-    """
-    if not history or history[0]["config"] or not TrialStatus(history[0]["status"]).measured \
-            or not history[0]["median_s"]:
+def convergence(history: Sequence[TrialEvent]) -> tuple[Point, ...]:
+    """A run's best-so-far speedup after each trial, from its recorded history; the first event must
+    be the default config, as the tuner orders it."""
+    first = history[0] if history else None
+    if first is None or first.config or not first.status.measured or not first.median_s:
         raise ValueError("a history starts with the measured default config ({})")
-    default_s = history[0]["median_s"]
+    default_s = first.median_s
     best_s, wall_s, points = math.inf, 0.0, []
     for trials, event in enumerate(history, start=1):
-        wall_s += event["spent_s"]
-        if TrialStatus(event["status"]).measured and event["median_s"]:
-            best_s = min(best_s, event["median_s"])
+        wall_s += event.spent_s
+        if event.status.measured and event.median_s:
+            best_s = min(best_s, event.median_s)
         points.append(Point(trials, wall_s, default_s / best_s))
     return tuple(points)
 
 
-def incumbents(history: Sequence[Mapping]) -> tuple[str, ...]:
+def incumbents(history: Sequence[TrialEvent]) -> tuple[str, ...]:
     """The key of the run's incumbent (fastest verified config so far) after each trial."""
     best_s, best_key, keys = math.inf, config_key({}), []
     for event in history:
-        if TrialStatus(event["status"]).measured and event["median_s"] and event["median_s"] < best_s:
-            best_s, best_key = event["median_s"], config_key(event["config"])
+        if event.status.measured and event.median_s and event.median_s < best_s:
+            best_s, best_key = event.median_s, config_key(event.config)
         keys.append(best_key)
     return tuple(keys)
 

@@ -132,27 +132,27 @@ def load_workloads(targets: tuple[str, ...]) -> list[Workload]:
             for target, w, slug in zip(targets, workloads, slugs)]
 
 
-def record_from_result(workload: str, strategy: str, seed: int, result: Mapping[str, Any]) -> RunRecord:
-    """A run's RunRecord from `TuneResult.to_json()` (as stored in its record file)."""
+def record_from_result(workload: str, strategy: str, seed: int, result: TuneResult) -> RunRecord:
+    """A run's RunRecord from its result."""
+    default_s = result.history[0].median_s if result.history else None
     return RunRecord(
-        workload=workload, strategy=strategy, seed=seed, curve=convergence(result["history"]),
-        final_speedup=result["speedup"], final_speedup_ci=tuple(result["speedup_ci"]),
-        adopted=result["adopted"], wall_s=result["wall_s"], default_s=result["history"][0]["median_s"],
-        incumbents=incumbents(result["history"]),
+        workload=workload, strategy=strategy, seed=seed, curve=convergence(result.history),
+        final_speedup=result.speedup, final_speedup_ci=result.speedup_ci, adopted=result.adopted,
+        wall_s=result.wall_s, default_s=default_s or 0.0, incumbents=incumbents(result.history),
     )
 
 
-def _read_record(path: Path, settings: TuneSettings) -> Mapping[str, Any] | None:
+def _read_record(path: Path, settings: TuneSettings) -> TuneResult | None:
     """The recorded result of a finished run with these settings, else None (run or resume it)."""
     if not path.exists():
         return None
     try:
         document = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        if document.get("format") != RECORD_FORMAT or document.get("settings") != _jsonable(asdict(settings)):
+            return None
+        return TuneResult.from_json(document["result"])
+    except (OSError, ValueError, KeyError, AttributeError):  # json's errors are ValueErrors
         return None  # a damaged record: the run resumes from its store and rewrites it
-    if document.get("format") != RECORD_FORMAT or document.get("settings") != _jsonable(asdict(settings)):
-        return None
-    return document["result"]
 
 
 def _write_record(path: Path, workload: str, strategy: str, seed: int, settings: TuneSettings,
@@ -207,7 +207,7 @@ def run_campaign(plan: CampaignPlan, on_run: Callable[[RunStart], None] | None =
                         raise UserError(f"{name}, {strategy}, seed {seed}: {exc} (finished runs are kept; "
                                         "the same command continues)") from exc
                     _write_record(paths.record, name, strategy, seed, settings, result)
-                    recorded = result.to_json()
+                    recorded = result
                 runs.append(record_from_result(name, strategy, seed, recorded))
         stores = [run_paths(plan.db_dir, name, strategy, seed).store
                   for seed in range(plan.seeds) for strategy in plan.strategies]

@@ -23,11 +23,10 @@ from xtat.report.figures import (
                                   convergence_figure,
                                   roofline_figure,
                                   speedup_figure,
-                                  trial_points,
 )
 
 __all__ = [
     "ConvergenceSeries", "Figure", "Paragraph", "Preformatted", "Report", "ReportFiles", "RooflinePoint", "Section",
     "SpeedupBar", "StageShares", "Table", "TrialPoint", "ablation_figure", "convergence_figure", "roofline_figure",
-    "speedup_figure", "to_html", "to_markdown", "trial_points", "write_report",
+    "speedup_figure", "to_html", "to_markdown", "write_report",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 try:
@@ -25,17 +25,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from xtat.core.status import TrialStatus
+from xtat.tuning.result import TrialPoint
 
 DPI = 110
-
-
-@dataclass(frozen=True)
-class TrialPoint:
-    """One considered config of a search, as the tuner's history reports it."""
-
-    median_s: float | None  # None when the config failed (any status but ok/duplicate)
-    spent_s: float  # the trial's cost: compile, verify and time
 
 
 @dataclass(frozen=True)
@@ -208,12 +200,6 @@ def roofline_figure(peak_flops_per_s: float, peak_bytes_per_s: float, points: Se
 def is_png(data: bytes) -> bool:
     """Whether `data` starts like a PNG file."""
     return data[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def trial_points(history: Iterable[dict]) -> list[TrialPoint]:
-    """TrialPoints from TrialEvent dicts (`TuneResult.to_json()["history"]`): failures have no time."""
-    return [TrialPoint(event["median_s"] if TrialStatus(event["status"]).measured else None,
-                       float(event.get("spent_s") or 0.0)) for event in history]
 
 
 def rounds_figure(plain_s: Sequence[float], tuned_s: Sequence[float],

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from xtat.core import serial
 from xtat.core.candidate import Candidate
 from xtat.runner.base import DEFAULT_ID, Runner, WorkerFailure
 from xtat.runner.load import LoadMonitor, MachineLoad
@@ -100,18 +101,11 @@ class Confirmation:
     error: str | None = None
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data["verdict"] = self.verdict.value
-        data["load"] = self.load.to_json() if self.load else None
-        return data
+        return serial.dump(self)
 
     @classmethod
     def from_json(cls, data: dict) -> Confirmation:
-        load = MachineLoad(**data["load"]) if data.get("load") else None
-        values = {**data, "verdict": Verdict(data["verdict"]), "load": load}
-        for name in ("speedup_ci", "default_ci_s", "candidate_ci_s"):
-            values[name] = tuple(values[name])
-        return cls(**values)
+        return serial.load(cls, data)
 
 
 def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: TuneSettings) -> Confirmation:

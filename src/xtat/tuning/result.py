@@ -1,17 +1,19 @@
 """What a tuning run reports: an event per config considered, its finalists, and the result.
 
-Records with `to_json` / `from_json`: a result is stored with its run (results.detail.summary)
+Records, serialised by `core.serial`: a result is stored with its run (`ResultDetail.summary`)
 so that a rerun that measures nothing new reports the recorded decision, and bench, compare
 and the CLI read these records, not dicts.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from xtat.core import serial
 from xtat.core.space import Config
+from xtat.core.status import TrialStatus
 from xtat.runner.load import MachineLoad
 from xtat.tuning.confirmation import Confirmation
 
@@ -44,13 +46,21 @@ class TrialEvent:
 
     index: int
     config: Config
-    status: str
+    status: TrialStatus
     # The config's time in the search, paired: the default's recorded time over its paired speedup
     # (`tuning.measure.search_speedup`), so figures of configs timed minutes apart compare.
     median_s: float | None
     best_s: float | None
     resumed: bool
     spent_s: float  # the trial's cost: compile, verify and time (recorded cost when resumed)
+
+
+@dataclass(frozen=True)
+class TrialPoint:
+    """One considered config of a search as a convergence figure needs it: its time and its cost."""
+
+    median_s: float | None  # None when the config failed (any status but ok/duplicate)
+    spent_s: float  # the trial's cost: compile, verify and time
 
 
 @dataclass(frozen=True)
@@ -90,23 +100,11 @@ class Finalist:
         return self.confirmation is not None
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"trial": self.trial, "config": self.config, "median_s": self.median_s,
-                                "ci_s": list(self.ci_s), "speedup": self.speedup, "speedup_ci": list(self.speedup_ci)}
-        if self.verified_on_second_inputs is not None:
-            data["verified_on_second_inputs"] = self.verified_on_second_inputs
-        if self.confirmation is not None:
-            data.update(search_speedup=self.search_speedup, search_speedup_ci=list(self.search_speedup_ci or ()),
-                        confirmation=self.confirmation.to_json())
-        return data
+        return serial.dump(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Finalist:
-        confirmation = data.get("confirmation")
-        return cls(data["trial"], data["config"], data["median_s"], tuple(data["ci_s"]),
-                   data["speedup"], tuple(data["speedup_ci"]),
-                   data.get("verified_on_second_inputs"), data.get("search_speedup"),
-                   tuple(data["search_speedup_ci"]) if data.get("search_speedup_ci") else None,
-                   Confirmation.from_json(confirmation) if confirmation else None)
+        return serial.load(cls, data)
 
 
 @dataclass(frozen=True)
@@ -149,21 +147,12 @@ class TuneResult:
                 "confirmation", "search_load")
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "finalists":
-                value = [finalist.to_json() for finalist in value]
-            elif f.name == "time_split":
-                value = asdict(value)
-            elif f.name in ("confirmation", "search_load"):
-                value = value.to_json() if value is not None else {}
-            elif f.name == "history":
-                value = [asdict(event) for event in value]
-            elif isinstance(value, tuple):
-                value = list(value)
-            data[f.name] = value
-        return data
+        return serial.dump(self)
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> TuneResult:
+        """The inverse of `to_json` (a record file of `xtat compare`); ValueError if it is malformed."""
+        return serial.load(cls, _upgraded(document))
 
     def decision_json(self) -> dict[str, Any]:
         """What is stored with the run's result row."""
@@ -173,17 +162,20 @@ class TuneResult:
     @classmethod
     def from_decision(cls, document: dict[str, Any], **call: Any) -> TuneResult:
         """A stored decision (`decision_json`) with this call's fields (`trials`, `new_trials`, ...)."""
-        values = {name: document[name] for name in cls.DECISION if name in document}
-        for name in ("default_ci_ms", "best_ci_ms", "speedup_ci"):
-            values[name] = tuple(values[name])
-        values["finalists"] = tuple(Finalist.from_json(f) for f in values.get("finalists", ()))
-        confirmation, load = values.get("confirmation"), values.get("search_load")
-        values["confirmation"] = Confirmation.from_json(confirmation) if confirmation else None
-        values["search_load"] = MachineLoad(**load) if load else None
-        recorded = values.get("outcome")  # absent from decisions recorded before outcomes were
-        values["outcome"] = AdoptionOutcome(recorded) if recorded else (
-            AdoptionOutcome.ADOPTED if values["adopted"] else AdoptionOutcome.NOT_ADOPTED)
-        return cls(**values, **call)
+        decision = {name: value for name, value in _upgraded(document).items() if name in cls.DECISION}
+        return serial.load(cls, {**decision, **call})
+
+
+def _upgraded(document: dict[str, Any]) -> dict[str, Any]:
+    """A decision or result written by an earlier xtat, in today's form: an absent confirmation or
+    load was written as {}, and decisions before outcomes had none."""
+    data = {**document}
+    for name in ("confirmation", "search_load"):
+        if data.get(name) == {}:
+            data[name] = None
+    if "outcome" not in data:
+        data["outcome"] = AdoptionOutcome.ADOPTED if data.get("adopted") else AdoptionOutcome.NOT_ADOPTED
+    return data
 
 
 def recorded_decision(summary: dict[str, Any]) -> TuneResult:
