@@ -42,8 +42,9 @@ import numpy as np
 import xtat
 from xtat.capture.workload import Identity
 from xtat.core.space import config_key
+from xtat.core.status import TrialStatus
 from xtat.runner.timing import speedup_ci
-from xtat.store.records import ResultDetail
+from xtat.store.records import ResultDetail, Timing, TrialOutcome
 from xtat.store.sql import Store
 
 ADOPTED_OPTIONS = {"xla_cpu_prefer_vector_width": 128, "xla_backend_optimization_level": 2}
@@ -61,7 +62,7 @@ def adopt(db: Path, args: tuple, options: dict) -> None:
         config = {"codegen": options}
         # Vetting applies only a config the store shows measured: an ok trial of it (timing not used here).
         trial = store.start_trial(workload, None, config, config_key(config))
-        store.finish_trial(trial, "ok")
+        store.finish_trial(trial, TrialOutcome(TrialStatus.OK, timing=Timing(1e-3)))  # timing not used here
         store.add_result(workload, None, True, config, None, None, (None, None, None),
                          ResultDetail())
     finally:

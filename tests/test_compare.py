@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from records import ended
 from tiny import FAST, tiny_target
 
 from xtat.compare.analysis import (
@@ -406,7 +407,7 @@ def test_campaign_stats_counts_duplicates_their_distance_and_measurement_agreeme
     history = []
     for config, status, exe in (({}, "ok", "h0"), (a, "ok", "h1"), (b, "duplicate", "h1")):
         trial = store.start_trial(workload, run, config, config_key(config))
-        store.finish_trial(trial, status, exe_hash=exe, median_s=1.0)
+        store.finish_trial(trial, ended(status, exe_hash=exe, median_s=1.0))
         history.append({"config": config, "status": status, "median_s": 1.0, "spent_s": 0.1})
     store.close()
     record = {"strategy": "evolution", "seed": 0, "result": {"history": history, "best_config": a, "speedup": 1.25}}

@@ -13,9 +13,10 @@ from types import SimpleNamespace
 import jax
 import numpy as np
 import pytest
+from records import ended
+from tiny import CHUNKED, mlp, tiny_chunked_mlp, tiny_mlp
 
 import xtat
-from tiny import CHUNKED, mlp, tiny_chunked_mlp, tiny_mlp
 from xtat.capture.workload import capture
 from xtat.core.candidate import Candidate
 from xtat.core.errors import UserError
@@ -85,8 +86,8 @@ def synthetic_store(path, configs: list[dict]) -> Store:
     for config in [{}] + configs:
         trial = store.start_trial(workload, run, config, config_key(config))
         if trial is not None:
-            store.finish_trial(trial, "ok", median_s=known_seconds(config), compile_s=0.1,
-                               metrics=builder.metrics(config))
+            store.finish_trial(trial, ended("ok", median_s=known_seconds(config), compile_s=0.1,
+                                            metrics=builder.metrics(config)))
     return store
 
 
@@ -158,7 +159,7 @@ def test_model_strategy_learns_from_other_workloads_in_the_store(tmp_path):
     store = synthetic_store(tmp_path / "two.db", random_configs(80, seed=5))
     other = store.upsert_workload("fp-other", "program-b", "synthetic-b", {"platform": "cpu"}, {})
     trial = store.start_trial(other, store.begin_run(other, {}), {}, config_key({}))
-    store.finish_trial(trial, "ok", median_s=known_seconds({}), metrics=FakeBuilder().metrics({}))
+    store.finish_trial(trial, ended("ok", median_s=known_seconds({}), metrics=FakeBuilder().metrics({})))
     cross = prior(store, other)
     assert cross is not None and len(cross.examples) > 70 and {e.workload for e in cross.examples} == {"synthetic"}
 
@@ -179,14 +180,14 @@ def test_learn_from_adds_other_stores_workloads_but_never_this_workload(tmp_path
     twin = a.upsert_workload("fp-b", "program-b", "b", {"platform": "cpu"}, {})
     run = a.begin_run(twin, {})
     for config in [{}] + random_configs(10, seed=6):
-        a.finish_trial(a.start_trial(twin, run, config, config_key(config)), "ok", median_s=known_seconds(config),
-                       metrics=FakeBuilder().metrics(config))
+        a.finish_trial(a.start_trial(twin, run, config, config_key(config)),
+                       ended("ok", median_s=known_seconds(config), metrics=FakeBuilder().metrics(config)))
     synthetic = [e for e in examples(a, ("decisions", "workload")) if e.workload == "synthetic"]
     a.close()
     b = Store.open(tmp_path / "b.db")
     mine = b.upsert_workload("fp-b", "program-b", "b", {"platform": "cpu"}, {})
-    b.finish_trial(b.start_trial(mine, b.begin_run(mine, {}), {}, config_key({})), "ok",
-                   median_s=known_seconds({}), metrics=FakeBuilder().metrics({}))
+    b.finish_trial(b.start_trial(mine, b.begin_run(mine, {}), {}, config_key({})),
+                   ended("ok", median_s=known_seconds({}), metrics=FakeBuilder().metrics({})))
     assert prior(b, mine).examples == ()
     with Store.open(tmp_path / "a.db", read_only=True) as learned:
         taught = prior(b, mine, learn_from=(learned,))
@@ -275,8 +276,8 @@ def test_a_raced_trial_is_never_a_finalist_even_if_its_partial_median_is_fast(tm
     run = store.begin_run(workload, {})
     for config, median, raced in (({}, 1.0, False), ({"codegen": {"a": 1}}, 0.5, True)):
         trial = store.start_trial(workload, run, config, config_key(config))
-        store.finish_trial(trial, "ok", median_s=median, ci_low_s=median, ci_high_s=median, exe_hash=str(median),
-                           raced=raced)
+        store.finish_trial(trial, ended("ok", median_s=median, ci=(median, median), exe_hash=str(median),
+                                        raced=raced))
     captured = SimpleNamespace(name="w", fingerprint="fp")
     # No finalist means no worker is needed: the session is never touched.
     adoption = finalize(RunContext(store, None, captured, workload, run, TuneSettings(), (), "test"))  # type: ignore[arg-type]

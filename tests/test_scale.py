@@ -194,8 +194,8 @@ def test_a_run_on_a_two_node_ray_cluster_uses_both_and_survives_a_node_killed_mi
     trials = assert_study_whole(url)
     nodes = Counter(t.node.split("/")[1] for t in trials if t.config and t.node)
     assert len(nodes) == 2 and killed[0] in nodes, nodes  # measured on both nodes, recorded per trial
-    lost = [t for t in trials if (t.metrics or {}).get("lost_nodes")]
-    assert lost and all(killed[0] in t.metrics["lost_nodes"][0] for t in lost)  # recorded, then retried
+    lost = [t for t in trials if t.lost_nodes]
+    assert lost and all(killed[0] in t.lost_nodes[0] for t in lost)  # recorded, then retried
     assert all(killed[0] not in t.node for t in lost)  # retried elsewhere: measured on the surviving node
     events = _timings(log)
     for node in {e["node"] for e in events}:  # one device unit per node: never two timings at once there

@@ -6,6 +6,7 @@ import json
 import sqlite3
 
 import pytest
+from records import ended
 
 from xtat.capture.workload import fingerprint
 from xtat.core.errors import StoreError, UserError
@@ -23,9 +24,9 @@ def _filled(db) -> Store:
     wid = store.upsert_workload(FINGERPRINT, "p" * 64, "w", ENV, {})
     run = store.begin_run(wid, {})
     t = store.start_trial(wid, run, {}, "{}")
-    store.finish_trial(t, "ok", median_s=1e-3, ci_low_s=9e-4, ci_high_s=1.1e-3, samples=[1e-3] * 3)
+    store.finish_trial(t, ended("ok", median_s=1e-3, ci=(9e-4, 1.1e-3), samples=[1e-3] * 3))
     t = store.start_trial(wid, run, {"codegen": {"a": 1}}, '{"codegen":{"a":1}}')
-    store.finish_trial(t, "crash", error="worker killed by SIGSEGV")
+    store.finish_trial(t, ended("crash", error="worker killed by SIGSEGV"))
     store.add_result(wid, run, False, {}, 1e-3, 1e-3, None, ResultDetail())
     return store
 
@@ -120,7 +121,7 @@ def test_a_version_2_file_moves_raced_from_the_metrics_to_its_column(tmp_path):
     store = _filled(db)
     wid = store.workloads()[0].id
     slow = store.start_trial(wid, None, {"codegen": {"x": 1}}, config_key({"codegen": {"x": 1}}))
-    store.finish_trial(slow, TrialStatus.OK, median_s=2.0)
+    store.finish_trial(slow, ended(TrialStatus.OK, median_s=2.0))
     store.close()
     with sqlite3.connect(db) as con:  # what schema 2 wrote: no column, a metrics entry
         for column in ("speedup_high", "speedup_low", "speedup", "reference_samples", "node", "lease_until", "owner",
@@ -145,7 +146,7 @@ def test_the_standard_library_reader_reads_what_the_store_reads(tmp_path):
     wid = store.workloads()[0].id
     run = store.begin_run(wid, {"seed": 3})
     trial = store.start_trial(wid, run, {"codegen": {"x": 1}}, config_key({"codegen": {"x": 1}}))
-    store.finish_trial(trial, TrialStatus.OK, median_s=2.0, metrics={"flops": 1.0})
+    store.finish_trial(trial, ended(TrialStatus.OK, median_s=2.0, metrics={"flops": 1.0}))
     store.add_result(wid, run, True, {"codegen": {"x": 1}}, 3.0, 2.0, (1.5, 1.2, 1.8), ResultDetail(summary={}))
     store.close()
     store, reader = Store.open(db, read_only=True), SqliteReader.open(db)
@@ -193,7 +194,7 @@ def test_trial_metrics_round_trip_through_export_and_import(new_store):
     store = _filled(new_store())
     wid = store.workloads()[0].id
     t = store.start_trial(wid, None, {"codegen": {"b": 2}}, '{"codegen":{"b":2}}')
-    store.finish_trial(t, "ok", median_s=1e-3, metrics={"peak_bytes": 1024, "flops": 2.0e6})
+    store.finish_trial(t, ended("ok", median_s=1e-3, metrics={"peak_bytes": 1024, "flops": 2.0e6}))
     document = json.loads(json.dumps(store.export()))
     target = Store.open(new_store())
     target.import_(document)
@@ -209,7 +210,7 @@ def test_a_trial_is_never_a_duplicate_of_its_own_row(new_store):
     key = '{"codegen":{"a":1}}'
     mine = store.start_trial(wid, None, {"codegen": {"a": 1}}, key, owner="first", lease_s=0.0)
     assert store.start_trial(wid, None, {"codegen": {"a": 1}}, key, owner="second") == mine  # lease ran out
-    store.finish_trial(mine, "ok", exe_hash="h", median_s=1e-3)
+    store.finish_trial(mine, ended("ok", exe_hash="h", median_s=1e-3))
     assert store.measured_with_hash(wid, "h", mine) is None
     other = store.start_trial(wid, None, {"codegen": {"a": 2}}, '{"codegen":{"a":2}}')
     assert store.measured_with_hash(wid, "h", other).id == mine
@@ -290,7 +291,9 @@ def test_the_trial_field_list_is_the_schema_and_the_record(new_store):
     listed = {f.name for f in TRIAL_FIELDS}
     assert columns - listed == BOOKKEEPING
     assert listed - columns == set()
-    assert {f.name for f in dataclasses.fields(Trial)} - listed == {"id", "workload_id", "run_id"}
+    # less what the metrics column keeps beside the compile-time facts (`records.packed_metrics`)
+    assert {f.name for f in dataclasses.fields(Trial)} - listed == {"id", "workload_id", "run_id", "mismatches",
+                                                                     "lost_nodes"}
     assert listed - {f.name for f in dataclasses.fields(Trial)} == {"config_key"}  # a property of Trial
 
 
@@ -308,7 +311,7 @@ def test_a_claimed_trial_is_not_measured_twice_until_its_lease_runs_out(new_stor
     assert store.renew("host-a:1:x", -1.0) == 1  # the heartbeat stops: the lease is over
     assert store.claimed_elsewhere(wid, "host-b:2:y") == []
     assert store.start_trial(wid, None, {"codegen": {"a": 1}}, key, owner="host-b:2:y") == mine  # re-claimed
-    store.finish_trial(mine, TrialStatus.OK, median_s=1e-3)
+    store.finish_trial(mine, ended(TrialStatus.OK, median_s=1e-3))
     assert store.start_trial(wid, None, {"codegen": {"a": 1}}, key, owner="host-a:1:x") is None  # finished
     assert store.renew("host-b:2:y", 60) == 0  # a finished trial holds no claim
 

@@ -8,10 +8,11 @@ import itertools
 import sqlite3
 
 import pytest
+from doubles import FakeRunner, fake_runner_factory
+from records import ended
+from tiny import FAST, tiny_mlp
 
 import xtat
-from doubles import FakeRunner, fake_runner_factory
-from tiny import FAST, tiny_mlp
 from xtat.core.errors import UserError
 from xtat.core.space import Config, Decision, Space, config_key, is_active
 from xtat.search import STRATEGIES, make_strategy
@@ -366,7 +367,7 @@ def test_global_decisions_come_first_ranked_by_how_often_their_kind_won(tmp_path
     workload = store.upsert_workload("fp", "program", "w", {"platform": "cpu"}, {})
     for config, low in (({}, 1.0), ({"passes": {"algsimp": True}}, 1.3), ({"passes": {"cse": True}}, 0.9)):
         trial = store.start_trial(workload, None, config, config_key(config))
-        store.finish_trial(trial, "ok", median_s=1e-3, speedup=low + 0.05, speedup_low=low, speedup_high=low + 0.1)
+        store.finish_trial(trial, ended("ok", median_s=1e-3, speedup=(low + 0.05, low, low + 0.1)))
     counts = counted([store])
     assert counts.wins == {"passes.algsimp": 1} and counts.tries == {"passes.algsimp": 1, "passes.cse": 1}
     assert [d.id for d in ordered(decisions, counts)][:4] == [

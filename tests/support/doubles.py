@@ -22,7 +22,7 @@ from xtat.runner.base import WorkerFailure
 from xtat.runner.protocol import Check, Compiled, Failed, Timed, Verified
 from xtat.runner.timing import Race, TimingPolicy, median_ci, paired
 from xtat.runner.verify import Budget, Tolerance
-from xtat.store.records import Result, ResultDetail, Trial, WorkloadRecord
+from xtat.store.records import Result, ResultDetail, Timing, Trial, TrialOutcome, WorkloadRecord, unpacked_metrics
 
 
 def executable(candidate: Candidate) -> str:
@@ -262,8 +262,14 @@ class MemoryStore:
         if self._locks.get(name, (None, 0.0))[0] == owner:
             del self._locks[name]
 
-    def finish_trial(self, trial_id: int, status: TrialStatus, **fields: object) -> None:
-        self._replace(trial_id, status=TrialStatus(status), **fields)
+    def finish_trial(self, trial_id: int, outcome: TrialOutcome) -> None:
+        columns = outcome.columns()
+        metrics, mismatches, lost_nodes = unpacked_metrics(columns.pop("metrics"))
+        self._replace(trial_id, **{**columns, "status": TrialStatus(outcome.status), "metrics": metrics,
+                                   "mismatches": mismatches, "lost_nodes": lost_nodes})
+
+    def retime_trial(self, trial_id: int, timing: Timing) -> None:
+        self._replace(trial_id, **timing.columns())
 
     def demote_trial(self, trial_id: int, error: str) -> None:
         self._replace(trial_id, status=TrialStatus.WRONG_RESULT, error=error)

@@ -31,7 +31,7 @@ from xtat.core.status import TrialStatus
 from xtat.profile.session import XTAT_COMMAND, timed_run
 from xtat.runner.timing import interleave, speedup_ci
 from xtat.stages.runtime import CPUS, HOST_DEVICES, runtime_decisions
-from xtat.store.records import ResultDetail
+from xtat.store.records import ResultDetail, Timing, TrialOutcome
 from xtat.store.sql import Store
 
 # Enter a CPU affinity, then become the rest of the command line (affinity is kept across exec).
@@ -137,9 +137,8 @@ def _record(name: str, trial: RuntimeTrial, db: str | Path | None) -> None:
         trial_id = existing.id if existing is not None else store.start_trial(workload_id, run_id, config, key)
         if trial_id is None:
             raise UserError(f"the record of {name}'s runtime decision is being written by another process; try again")
-        store.finish_trial(trial_id, TrialStatus.OK, median_s=chosen, samples=list(trial.with_s),
-                           reference_samples=list(trial.plain_s), speedup=trial.speedup[0],
-                           speedup_low=trial.speedup[1], speedup_high=trial.speedup[2])
+        store.finish_trial(trial_id, TrialOutcome(TrialStatus.OK, timing=Timing(
+            chosen, samples=tuple(trial.with_s), reference_samples=tuple(trial.plain_s), speedup=trial.speedup)))
         store.add_result(workload_id, run_id, True, config, plain, chosen, trial.speedup,
                          ResultDetail(note="the whole script, timed under each runtime setup against none"))
         store.finish_run(run_id)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from xtat.core.status import RunStatus, TrialStatus
+from xtat.core.status import RunStatus
 
 if TYPE_CHECKING:
-    from xtat.store.records import ImportReport, Result, ResultDetail, Trial, WorkloadRecord
+    from xtat.store.records import ImportReport, Result, ResultDetail, Timing, Trial, TrialOutcome, WorkloadRecord
 
 
 class Storage(Protocol):
@@ -74,7 +74,13 @@ class Storage(Protocol):
 
     def unlock(self, name: str, owner: str) -> None: ...
 
-    def finish_trial(self, trial_id: int, status: TrialStatus, **fields: object) -> None: ...
+    def finish_trial(self, trial_id: int, outcome: TrialOutcome) -> None:
+        """Record how a claimed trial ended; its claim ends with it."""
+        ...
+
+    def retime_trial(self, trial_id: int, timing: Timing) -> None:
+        """Replace a finished trial's timing (its shortlist re-timing adds a block of pairs)."""
+        ...
 
     def demote_trial(self, trial_id: int, error: str) -> None: ...
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xtat.core import serial
-from xtat.core.status import TrialStatus
+from xtat.core.status import FINAL_STATUSES, TrialStatus
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,92 @@ class Trial:
     speedup: float | None = None
     speedup_low: float | None = None
     speedup_high: float | None = None
+    # Kept in the metrics column, apart from the compile-time facts (`packed_metrics`):
+    mismatches: tuple[dict[str, Any], ...] = ()  # a wrong_result's failed rules: which, where, by how much
+    lost_nodes: tuple[str, ...] = ()  # machines that died measuring it, each followed by a retry elsewhere
 
     @property
     def config_key(self) -> str:
         from xtat.core.space import config_key
 
         return config_key(self.config)
+
+
+def packed_metrics(metrics: dict[str, Any] | None, mismatches: tuple[dict[str, Any], ...] | list,
+                   lost_nodes: tuple[str, ...] | list) -> dict[str, Any] | None:
+    """The metrics column: the compile-time facts, with a failure's mismatches and lost nodes beside them."""
+    extra = {**({"mismatches": list(mismatches)} if mismatches else {}),
+             **({"lost_nodes": list(lost_nodes)} if lost_nodes else {})}
+    return {**(metrics or {}), **extra} if metrics is not None or extra else None
+
+
+def unpacked_metrics(column: dict[str, Any] | None) -> tuple[dict[str, Any] | None, tuple, tuple]:
+    """The inverse of `packed_metrics`: (compile-time facts, mismatches, lost nodes)."""
+    if column is None:
+        return None, (), ()
+    facts = {k: v for k, v in column.items() if k not in ("mismatches", "lost_nodes")}
+    return facts, tuple(column.get("mismatches") or ()), tuple(column.get("lost_nodes") or ())
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A measured config's times."""
+
+    median_s: float
+    ci_s: tuple[float, float] | None = None  # the median's 95% interval
+    samples: tuple[float, ...] | None = None
+    # Paired timing (`runner.timing.paired`): the reference's sample beside each of `samples`, and
+    # the default's time over this config's (median of the pairs' ratios, its 95% interval).
+    reference_samples: tuple[float, ...] | None = None
+    speedup: tuple[float, float, float] | None = None  # median, low, high
+
+    def columns(self) -> dict[str, Any]:
+        """The trial row's timing columns."""
+        ci, speedup = self.ci_s or (None, None), self.speedup or (None, None, None)
+        return {"median_s": self.median_s, "ci_low_s": ci[0], "ci_high_s": ci[1],
+                "samples": None if self.samples is None else list(self.samples),
+                "reference_samples": None if self.reference_samples is None else list(self.reference_samples),
+                "speedup": speedup[0], "speedup_low": speedup[1], "speedup_high": speedup[2]}
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """How a trial ended, as its measurement hands it to the store (`Storage.finish_trial`): its
+    `timing` is there exactly when it was timed (ok; a duplicate reusing its twin's times)."""
+
+    status: TrialStatus
+    error: str | None = None
+    compile_s: float | None = None
+    exe_hash: str | None = None
+    timing: Timing | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    same_as: int | None = None  # a duplicate's twin
+    worker_s: float | None = None
+    spent_s: float | None = None  # the trial's wall time (compile, verify, time)
+    metrics: dict[str, Any] | None = None  # compile-time facts: peak memory, cost analysis, HLO features
+    mismatches: tuple[dict[str, Any], ...] = ()
+    lost_nodes: tuple[str, ...] = ()
+    raced: bool = False
+    node: str | None = None
+
+    def __post_init__(self) -> None:
+        status = TrialStatus(self.status)
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"a trial cannot end as {status!r}")
+        if status is TrialStatus.OK and self.timing is None:
+            raise ValueError("an ok trial has its timing")
+        if not status.measured and self.timing is not None:
+            raise ValueError(f"a {status.value} trial has no timing")
+
+    def columns(self) -> dict[str, Any]:
+        """The trial row's columns, as the store writes them (JSON columns as data)."""
+        timing = self.timing.columns() if self.timing else dict.fromkeys(Timing(0.0).columns())
+        return {"status": TrialStatus(self.status).value, "error": self.error, "compile_s": self.compile_s,
+                "exe_hash": self.exe_hash, **timing, "max_abs_err": self.max_abs_err,
+                "max_rel_err": self.max_rel_err, "same_as": self.same_as, "worker_s": self.worker_s,
+                "spent_s": self.spent_s, "metrics": packed_metrics(self.metrics, self.mismatches, self.lost_nodes),
+                "raced": self.raced, "node": self.node}
 
 
 _NUMBER = (int, float, type(None))
@@ -171,7 +251,8 @@ class ImportReport:
 
 
 def trial_json(t: Trial) -> dict:
-    return {f.name: getattr(t, f.name) for f in TRIAL_FIELDS if f.exported}
+    values = {f.name: getattr(t, f.name) for f in TRIAL_FIELDS if f.exported}
+    return {**values, "metrics": packed_metrics(t.metrics, t.mismatches, t.lost_nodes)}
 
 
 def result_json(r: Result) -> dict:

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from xtat.core.errors import UserError
 from xtat.core.status import TrialStatus
-from xtat.store.records import TRIAL_FIELDS, Result, ResultDetail, Trial, WorkloadRecord
+from xtat.store.records import TRIAL_FIELDS, Result, ResultDetail, Trial, WorkloadRecord, unpacked_metrics
 
 
 class Row(Protocol):
@@ -31,12 +31,17 @@ def workload_record(m: Row) -> WorkloadRecord:
                           json.loads(m["info"]))
 
 
+UNPACKED = ("mismatches", "lost_nodes")  # fields of a Trial kept in its metrics column (`packed_metrics`)
+
+
 def trial_record(m: Row) -> Trial:
-    values = {f.name: m[f.name] for f in dataclasses.fields(Trial)}
+    values = {f.name: m[f.name] for f in dataclasses.fields(Trial) if f.name not in UNPACKED}
     for field in TRIAL_FIELDS:
         if field.stored_as_json and field.name in values:
             values[field.name] = json.loads(values[field.name]) if values[field.name] else None
-    return Trial(**{**values, "status": TrialStatus(values["status"]), "raced": bool(values["raced"])})
+    metrics, mismatches, lost_nodes = unpacked_metrics(values.get("metrics"))
+    return Trial(**{**values, "status": TrialStatus(values["status"]), "raced": bool(values["raced"]),
+                    "metrics": metrics, "mismatches": mismatches, "lost_nodes": lost_nodes})
 
 
 def result_record(m: Row) -> Result:

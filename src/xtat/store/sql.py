@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from xtat.core.errors import StoreError
-from xtat.core.status import FINAL_STATUSES, RunStatus, TrialStatus
+from xtat.core.status import RunStatus, TrialStatus
 from xtat.store import schema as s
 from xtat.store.records import (
     TRIAL_FIELD,
@@ -37,7 +37,9 @@ from xtat.store.records import (
     Rejection,
     Result,
     ResultDetail,
+    Timing,
     Trial,
+    TrialOutcome,
     WorkloadRecord,
     result_json,
     trial_json,
@@ -505,16 +507,16 @@ class Store:
         with self._write() as conn:
             conn.execute(sa.delete(s.locks).where(s.locks.c.name == name, s.locks.c.owner == owner))
 
-    def finish_trial(self, trial_id: int, status: TrialStatus, **fields) -> None:
-        if status not in FINAL_STATUSES:
-            raise ValueError(f"unknown trial status {status!r}")
-        unknown = {name for name in fields if name not in TRIAL_FIELD or not TRIAL_FIELD[name].finished}
-        if unknown:
-            raise ValueError(f"unknown trial fields {sorted(unknown)}")
-        values = {name: _column_value(name, value) for name, value in fields.items()}
+    def finish_trial(self, trial_id: int, outcome: TrialOutcome) -> None:
+        values = {name: _column_value(name, value) for name, value in outcome.columns().items()}
         with self._write() as conn:
             conn.execute(sa.update(s.trials).where(s.trials.c.id == trial_id).values(
-                status=TrialStatus(status).value, finished_at=time.time(), lease_until=None, **values))
+                finished_at=time.time(), lease_until=None, **values))
+
+    def retime_trial(self, trial_id: int, timing: Timing) -> None:
+        values = {name: _column_value(name, value) for name, value in timing.columns().items()}
+        with self._write() as conn:
+            conn.execute(sa.update(s.trials).where(s.trials.c.id == trial_id).values(**values))
 
     def demote_trial(self, trial_id: int, error: str) -> None:
         """An adopted-candidate check failed later: it may never be chosen again."""

@@ -14,7 +14,7 @@ from xtat.runner.base import DEFAULT_ID
 from xtat.runner.protocol import Failed
 from xtat.runner.timing import Race, median_ci, speedup_ci
 from xtat.stages.base import concretize
-from xtat.store.records import Trial
+from xtat.store.records import Timing, Trial, TrialOutcome
 from xtat.tuning.context import RunContext
 
 
@@ -33,63 +33,72 @@ def measure(run: RunContext, config: Config, candidate: Candidate, key: str, tri
     store, runner, workload_id, settings = run.store, run.runner, run.workload_id, run.settings
     started = time.perf_counter()
 
-    def finish(status: TrialStatus, **fields) -> Trial:
-        # spent_s is the wall time of this trial: the --time budget sums it, so a
-        # resumed run stops where the uninterrupted one would have.
-        lost = runner.losses()
-        if lost:  # machines that died measuring it, each followed by a retry elsewhere
-            fields["metrics"] = {**(fields.get("metrics") or {}), "lost_nodes": lost}
-        store.finish_trial(trial_id, status, spent_s=time.perf_counter() - started, node=runner.node, **fields)
-        return store.trial(workload_id, key)  # type: ignore[return-value]
+    def finish(outcome: TrialOutcome) -> Trial:
+        # spent_s is the wall time of this trial, with the machine that measured it and the machines
+        # that died measuring it (each followed by a retry elsewhere).
+        store.finish_trial(trial_id, replace(outcome, spent_s=time.perf_counter() - started, node=runner.node,
+                                             lost_nodes=tuple(runner.losses())))
+        finished = store.trial(workload_id, key)
+        assert finished is not None  # this tuner holds its claim: the row is there
+        return finished
 
     is_default = not config
     cid = DEFAULT_ID if is_default else config_id(config)
     try:
         built = runner.build(cid, candidate, is_default=is_default)
     except UserError as exc:  # the program stage could not rewrite this config
-        return finish(TrialStatus.COMPILE_ERROR, error=str(exc)), Spent()
+        return finish(TrialOutcome(TrialStatus.COMPILE_ERROR, error=str(exc))), Spent()
     if isinstance(built, Failed):
-        return finish(built.status, error=built.error), Spent()
+        return finish(TrialOutcome(built.status, error=built.error)), Spent()
     spent = Spent(0.0 if built.cached else built.compile_s)
     metrics = dict(built.metrics)
     same = store.measured_with_hash(workload_id, built.exe_hash, trial_id)
     if same is not None:
         runner.release(cid, candidate)
-        return finish(
-            TrialStatus.DUPLICATE, compile_s=built.compile_s, exe_hash=built.exe_hash, same_as=same.id,
-            median_s=same.median_s, ci_low_s=same.ci_low_s, ci_high_s=same.ci_high_s,
-            speedup=same.speedup, speedup_low=same.speedup_low, speedup_high=same.speedup_high,
+        return finish(TrialOutcome(
+            TrialStatus.DUPLICATE, compile_s=built.compile_s, exe_hash=built.exe_hash, metrics=metrics,
+            same_as=same.id, timing=recorded_timing(same),
             error=None if same.status == TrialStatus.OK else f"same executable as trial {same.id} ({same.status})",
-            worker_s=built.compile_s, metrics=metrics, raced=same.raced,
-        ), spent
+            worker_s=built.compile_s, raced=same.raced)), spent
     race = None if is_default else Race(race_incumbent(store.trials(workload_id)),
                                         settings.race_margin if settings.race_margin is not None else float("inf"),
                                         settings.race_min_samples)
     timed = runner.measure(cid, candidate, settings.tolerance, settings.timing, is_default=is_default, race=race)
     runner.release(cid, candidate)
     if isinstance(timed, Failed):
-        if timed.check is not None and timed.check.mismatches:  # which rule failed, where and by how much
-            metrics["mismatches"] = list(timed.check.mismatches)
         check = timed.check
-        return finish(timed.status, error=timed.error, compile_s=built.compile_s, exe_hash=built.exe_hash,
-                      max_abs_err=check.max_abs_err if check else None,
-                      max_rel_err=check.max_rel_err if check else None, metrics=metrics), spent
+        return finish(TrialOutcome(timed.status, error=timed.error, compile_s=built.compile_s,
+                                   exe_hash=built.exe_hash, metrics=metrics,
+                                   max_abs_err=check.max_abs_err if check else None,
+                                   max_rel_err=check.max_rel_err if check else None,
+                                   # which rule failed, where and by how much
+                                   mismatches=tuple(check.mismatches) if check else ())), spent
     spent = Spent(spent.compile_s, timed.measure_s)
     default = None if is_default else store.trial(workload_id, config_key({}))
     if default is not None and default.median_s and timed.median_s * settings.impossible_speedup < default.median_s:
-        return finish(TrialStatus.WRONG_RESULT, compile_s=built.compile_s, exe_hash=built.exe_hash, median_s=None,
-                      error=f"impossibly fast: {default.median_s / timed.median_s:.0f}x faster than the "
-                            f"default (limit {settings.impossible_speedup:g}x); work skipped or outputs stale?"
-                      ), spent
+        return finish(TrialOutcome(
+            TrialStatus.WRONG_RESULT, compile_s=built.compile_s, exe_hash=built.exe_hash,
+            error=f"impossibly fast: {default.median_s / timed.median_s:.0f}x faster than the default (limit "
+                  f"{settings.impossible_speedup:g}x); work skipped or outputs stale?")), spent
     speedup = (1.0, 1.0, 1.0) if is_default else speedup_ci(list(timed.reference), list(timed.samples))
-    return finish(
-        TrialStatus.OK, compile_s=built.compile_s, exe_hash=built.exe_hash, median_s=timed.median_s,
-        ci_low_s=timed.ci_s[0], ci_high_s=timed.ci_s[1], samples=list(timed.samples),
-        reference_samples=None if is_default else list(timed.reference),
-        speedup=speedup[0], speedup_low=speedup[1], speedup_high=speedup[2],
+    timing = Timing(timed.median_s, timed.ci_s, tuple(timed.samples),
+                    None if is_default else tuple(timed.reference), speedup)
+    return finish(TrialOutcome(
+        TrialStatus.OK, compile_s=built.compile_s, exe_hash=built.exe_hash, metrics=metrics, timing=timing,
         max_abs_err=timed.check.max_abs_err, max_rel_err=timed.check.max_rel_err,
-        worker_s=built.compile_s + timed.measure_s, metrics=metrics, raced=timed.raced,
-    ), spent
+        worker_s=built.compile_s + timed.measure_s, raced=timed.raced)), spent
+
+
+def recorded_timing(trial: Trial) -> Timing | None:
+    """A finished trial's timing as recorded (a duplicate reuses its twin's); None when it has none."""
+    if trial.median_s is None:
+        return None
+    ci = (trial.ci_low_s, trial.ci_high_s) if trial.ci_low_s is not None and trial.ci_high_s is not None else None
+    speedup = ((trial.speedup, trial.speedup_low, trial.speedup_high)
+               if trial.speedup is not None and trial.speedup_low is not None and trial.speedup_high is not None
+               else None)
+    return Timing(trial.median_s, ci, tuple(trial.samples) if trial.samples else None,
+                  tuple(trial.reference_samples) if trial.reference_samples else None, speedup)
 
 
 def race_incumbent(trials: list[Trial]) -> float:
@@ -127,8 +136,8 @@ def retime(run: RunContext, trial: Trial) -> tuple[Trial, Figure | None]:
     reference = [*trial.reference_samples, *timed.reference]
     median, low, high = median_ci(samples, seed=settings.seed)
     speedup, s_low, s_high = speedup_ci(reference, samples, seed=settings.seed)
-    store.finish_trial(trial.id, TrialStatus.OK, median_s=median, ci_low_s=low, ci_high_s=high, samples=samples,
-                       reference_samples=reference, speedup=speedup, speedup_low=s_low, speedup_high=s_high)
+    store.retime_trial(trial.id, Timing(median, (low, high), tuple(samples), tuple(reference),
+                                        (speedup, s_low, s_high)))
     fresh = Figure(*speedup_ci(list(timed.reference), list(timed.samples), seed=settings.seed))
     return store.trial(run.workload_id, trial.config_key) or trial, fresh
 
