@@ -267,7 +267,7 @@ def test_racing_stops_a_slow_candidate_early_and_never_makes_it_a_finalist(db, m
         dots = 3 * t.config["program"]["knob:chunks"]  # the metrics are the candidate's own program's
         assert t.metrics["hlo"]["ops"]["dot"] == dots and t.metrics["memory"]["peak_memory_in_bytes"] > 0
     assert result.finalists == () and not result.adopted
-    assert {p["trial"] for p in result.pareto} >= {default.id}
+    assert {p.trial for p in result.pareto} >= {default.id}
 
 
 def test_a_raced_trial_is_never_a_finalist_even_if_its_partial_median_is_fast(tmp_path):
@@ -319,10 +319,10 @@ def test_pareto_front_of_trials_leaves_out_failures_and_unknown_values():
 
     trials = [trial(1, "ok", 1.0, 2.0, 100), trial(2, "ok", 2.0, 1.0, 100), trial(3, "ok", 3.0, 3.0, 50),
               trial(4, "wrong_result", 0.5, 0.5, 10), trial(5, "ok", 0.9, 0.1, None)]
-    assert [p["trial"] for p in pareto_front(trials, ("time", "compile", "memory"))] == [1, 2, 3]
-    assert [p["trial"] for p in pareto_front(trials, ("time", "compile"))] == [5]
+    assert [p.trial for p in pareto_front(trials, ("time", "compile", "memory"))] == [1, 2, 3]
+    assert [p.trial for p in pareto_front(trials, ("time", "compile"))] == [5]
     front = pareto_front(trials, ("time", "memory"))
-    assert [p["trial"] for p in front] == [1, 3] and math.isclose(front[0]["median_ms"], 1000.0)
+    assert [p.trial for p in front] == [1, 3] and math.isclose(front[0].median_ms, 1000.0)
 
 
 def test_objectives_are_validated():

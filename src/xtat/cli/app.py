@@ -244,9 +244,9 @@ def _show_result(result: TuneResult, settings) -> None:
         for column in ("trial", "median ms", "compile s", "peak bytes", "config"):
             front.add_column(column)
         for point in result.pareto:
-            front.add_row(str(point["trial"]), f"{point['median_ms']:.3f}" + (" (raced)" if point["raced"] else ""),
-                          f"{point['compile_s']:.2f}", "-" if point["peak_bytes"] is None else str(point["peak_bytes"]),
-                          json.dumps(point["config"]))
+            front.add_row(str(point.trial), f"{point.median_ms:.3f}" + (" (raced)" if point.raced else ""),
+                          "-" if point.compile_s is None else f"{point.compile_s:.2f}",
+                          "-" if point.peak_bytes is None else str(point.peak_bytes), json.dumps(point.config))
         out.print(front)
 
 

@@ -60,8 +60,8 @@ def remeasure(workload: Workload, runs: list[RunRecord], folder: Path, settings:
             # Each incumbent beside its own default in its own fresh worker: builds that share a
             # process inherit its history (allocator, caches), which overstated speedups here.
             m = side_by_side(runner, make_stages(), {key: json.loads(key)}, settings).configs[key]
-            speedups[key] = {"error": m.error} if m.error or m.speedup_ci is None else {
-                "speedup": m.speedup, "speedup_ci": list(m.speedup_ci)}
+            speedups[key] = {"error": m.error or "no figures"} if m.figures is None else {
+                "speedup": m.figures.speedup, "speedup_ci": list(m.figures.speedup_ci)}
     document = {"format": FORMAT, "settings": _settings(settings), "speedups": speedups}
     partial = path.with_suffix(".json.partial")
     partial.write_text(json.dumps(document, indent=1))

@@ -8,6 +8,7 @@ other trial beats on every chosen objective at once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from xtat.core.status import TrialStatus
 from xtat.model.features import peak_bytes
@@ -16,11 +17,24 @@ from xtat.store.records import Trial
 OBJECTIVES = ("time", "compile", "memory")
 
 
+@dataclass(frozen=True)
+class ParetoPoint:
+    """A trial no other beats on every chosen objective at once."""
+
+    trial: int
+    config: dict
+    median_ms: float
+    compile_s: float | None
+    peak_bytes: int | None
+    raced: bool  # its time is a raced trial's partial figure
+
+
 def objective_values(trial: Trial, objectives: Sequence[str]) -> tuple[float, ...] | None:
     """The trial's value for each objective (lower is better), None when one is unknown."""
     values = {"time": trial.median_s, "compile": trial.compile_s, "memory": peak_bytes(trial.metrics)}
-    chosen = tuple(values[o] for o in objectives)
-    return None if any(v is None for v in chosen) else tuple(float(v) for v in chosen)  # type: ignore[arg-type]
+    chosen = [values[o] for o in objectives]
+    known = [float(v) for v in chosen if v is not None]
+    return tuple(known) if len(known) == len(chosen) else None
 
 
 def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
@@ -40,12 +54,10 @@ def pareto_indices(points: Sequence[Sequence[float]]) -> list[int]:
     return front
 
 
-def pareto_front(trials: list[Trial], objectives: Sequence[str]) -> list[dict]:
+def pareto_front(trials: list[Trial], objectives: Sequence[str]) -> list[ParetoPoint]:
     """The non-dominated ok trials over `objectives`, fastest first."""
-    scored = [(t, v) for t in trials if t.status == TrialStatus.OK
-              for v in [objective_values(t, objectives)] if v is not None]
-    front = [scored[i][0] for i in pareto_indices([v for _, v in scored])]
-    return [{"trial": t.id, "config": t.config, "median_ms": t.median_s * 1e3,  # type: ignore[operator]
-             "compile_s": t.compile_s, "peak_bytes": peak_bytes(t.metrics),
-             "raced": t.raced}
-            for t in sorted(front, key=lambda t: t.median_s)]  # type: ignore[arg-type, return-value]
+    timed = [(t, t.median_s) for t in trials if t.status == TrialStatus.OK and t.median_s is not None]
+    scored = [(t, median_s, v) for t, median_s in timed for v in [objective_values(t, objectives)] if v is not None]
+    front = [scored[i] for i in pareto_indices([v for _, _, v in scored])]
+    return [ParetoPoint(t.id, t.config, median_s * 1e3, t.compile_s, peak_bytes(t.metrics), t.raced)
+            for t, median_s, _ in sorted(front, key=lambda point: point[1])]

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -60,6 +61,16 @@ def request_digest(program: dict, layout: str) -> str | None:
 def program_digest(candidate: Candidate, layout_in_program: bool) -> str | None:
     """The identity of a candidate's program file; None for the captured program itself."""
     return request_digest(*program_request(candidate, layout_in_program))
+
+
+R = TypeVar("R")
+
+
+def _expect(reply: p.Reply, kind: type[R]) -> R | p.Failed:
+    """A worker's reply as the request's own kind (or a failure); anything else breaks the protocol."""
+    if isinstance(reply, (kind, p.Failed)):
+        return reply
+    raise p.ProtocolError(f"expected {kind.__name__} or Failed, the worker replied {type(reply).__name__}")
 
 
 class ProcessRunner:
@@ -187,9 +198,9 @@ class ProcessRunner:
             # Same machine code in another process setup is another candidate.
             setup = json.dumps(candidate.process.to_json(), sort_keys=True).encode()
             reply = replace(reply, exe_hash=hashlib.sha256(reply.exe_hash.encode() + setup).hexdigest())
-        return reply  # type: ignore[return-value]
+        return _expect(reply, p.Compiled)
 
-    def _guarded(self, candidate: Candidate, operation: Callable[[], p.Reply]) -> p.Reply:
+    def _guarded(self, candidate: Candidate, operation: Callable[[], R]) -> R | p.Failed:
         """A worker failure becomes a `Failed` reply; after any out-of-memory the next build
         starts in a fresh process with all memory free."""
         try:
@@ -205,7 +216,7 @@ class ProcessRunner:
 
     def build(self, id: str, candidate: Candidate, *, is_default: bool = False) -> p.Compiled | p.Failed:
         return self._guarded(candidate, lambda: self._compile(self._worker(candidate.process), id, candidate,
-                                                              is_default))  # type: ignore[return-value]
+                                                              is_default))
 
     def measure(self, id: str, candidate: Candidate, tolerance: Tolerance, timing: TimingPolicy, *,
                 is_default: bool = False, race: Race | None = None) -> p.Timed | p.Failed:
@@ -213,21 +224,22 @@ class ProcessRunner:
         (the default, built in the default's worker), which may be its own worker or another
         (a candidate with a process setup of its own)."""
         if is_default:
-            def alone() -> p.Reply:
+            def alone() -> p.Timed | p.Failed:
                 worker = self._worker(candidate.process)  # started and loaded before the lock is taken
                 with holding(self.measure_lock), _timing(self.node, id):
-                    return worker.request(p.Measure(id, tolerance, timing, is_default), self.measure_deadline_s)
+                    return _expect(worker.request(p.Measure(id, tolerance, timing, is_default),
+                                                  self.measure_deadline_s), p.Timed)
 
-            return self._guarded(candidate, alone)  # type: ignore[return-value]
+            return self._guarded(candidate, alone)
 
-        def timed() -> p.Reply:
+        def timed() -> p.Timed | p.Failed:
             start = time.perf_counter()
             worker = self._worker(candidate.process)
             reference, reference_inner = self._reference(timing)  # may compile: before the lock is held
             deadline = self.measure_deadline_s
             with holding(self.measure_lock), _timing(self.node, id):  # verifying runs the build too
-                prepared = worker.request(p.Prepare(id, tolerance, timing), deadline)
-                if not isinstance(prepared, p.Prepared):
+                prepared = _expect(worker.request(p.Prepare(id, tolerance, timing), deadline), p.Prepared)
+                if isinstance(prepared, p.Failed):
                     return prepared
 
                 def mine() -> float:
@@ -242,7 +254,7 @@ class ProcessRunner:
             return p.Timed(pairs.samples, prepared.inner, median, (low, high), time.perf_counter() - start,
                            pairs.raced, prepared.check, pairs.reference)
 
-        return self._guarded(candidate, timed)  # type: ignore[return-value]
+        return self._guarded(candidate, timed)
 
     def _reference(self, timing: TimingPolicy) -> tuple[WorkerProcess, int]:
         """The default's worker holding the default built as the reference of paired timing, and its
@@ -267,21 +279,22 @@ class ProcessRunner:
 
     def verify(self, id: str, candidate: Candidate, tolerance: Tolerance, repeats: int = 1,
                input_set: str = "verify") -> p.Verified | p.Failed:
-        def checks() -> p.Reply:
+        def checks() -> p.Verified | p.Failed:
             worker, started = self._worker_and_start(candidate.process)
             if started:
                 built = self._compile(worker, id, candidate)
                 if isinstance(built, p.Failed):
                     return built
-            reply: p.Reply = p.Failed(TrialStatus.RUN_ERROR, "no check was asked")
+            reply: p.Verified | p.Failed = p.Failed(TrialStatus.RUN_ERROR, "no check was asked")
             # Several checks: a config that is wrong only some of the time must not slip through.
             for _ in range(repeats):
-                reply = worker.request(p.Verify(id, input_set, tolerance), self.measure_deadline_s)
-                if not isinstance(reply, p.Verified):
+                reply = _expect(worker.request(p.Verify(id, input_set, tolerance), self.measure_deadline_s),
+                                p.Verified)
+                if isinstance(reply, p.Failed):
                     return reply
             return reply
 
-        return self._guarded(candidate, checks)  # type: ignore[return-value]
+        return self._guarded(candidate, checks)
 
     # -- discovery ----------------------------------------------------------------
 

@@ -98,14 +98,14 @@ def explain(workload: Workload, db: str | Path | None = None, settings: TuneSett
         raise UserError(f"{captured.name}: the default failed to build; nothing to compare against")
     rows = {}
     for name, m in measured.configs.items():
-        rows[name] = Variant(m.config, error=m.error) if m.error or m.median_s is None or m.ci_s is None else \
-            Variant(m.config, m.median_s * 1e3, (m.ci_s[0] * 1e3, m.ci_s[1] * 1e3), m.speedup, m.speedup_ci)
+        f = m.figures
+        rows[name] = Variant(m.config, error=m.error) if f is None else \
+            Variant(m.config, f.median_s * 1e3, (f.ci_s[0] * 1e3, f.ci_s[1] * 1e3), f.speedup, f.speedup_ci)
     full = rows[FULL].speedup or 1.0
     shares = {}
     for name, row in rows.items():
         if name != FULL and row.speedup is not None and full != 1.0:
             shares[name.removeprefix("without ")] = (full - row.speedup) / (full - 1.0)
     d = measured.default
-    assert d.median_s is not None and d.ci_s is not None
     return Ablation(captured.name, captured.fingerprint, config, d.median_s * 1e3, (d.ci_s[0] * 1e3, d.ci_s[1] * 1e3),
                     rows, shares, 1.0 - sum(shares.values()) if shares else 0.0, settings.rounds)

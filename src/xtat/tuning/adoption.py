@@ -71,7 +71,7 @@ def finalize(run: RunContext) -> Adoption:
     retimed = [(t, fresh) for t, fresh in (retime(run, t) for t, _ in shortlist) if fresh is not None]
     candidates = [t for t, _ in promising(retimed, default, settings, settings.finalists)]
     default_ms = default.median_s * 1e3
-    default_ci_ms = (default.ci_low_s * 1e3, default.ci_high_s * 1e3)  # type: ignore[operator]
+    default_ci_ms = ((default.ci_low_s or default.median_s) * 1e3, (default.ci_high_s or default.median_s) * 1e3)
 
     def decided(outcome: AdoptionOutcome, message: str, best: Finalist | None = None,
                 finalists: tuple[Finalist, ...] = ()) -> Adoption:
@@ -91,9 +91,9 @@ def finalize(run: RunContext) -> Adoption:
         return decided(AdoptionOutcome.DEFAULT_FAILED, "no significant improvement: the default failed to rebuild")
 
     d = result.default
-    default_ms, default_ci_ms = d.median_s * 1e3, (d.ci_s[0] * 1e3, d.ci_s[1] * 1e3)  # type: ignore[index, operator]
-    measured = [Finalist(t.id, t.config, m.median_s, m.ci_s, m.speedup, m.speedup_ci)  # type: ignore[arg-type]
-                for t in candidates if (m := result.configs[str(t.id)]).error is None]
+    default_ms, default_ci_ms = d.median_s * 1e3, (d.ci_s[0] * 1e3, d.ci_s[1] * 1e3)
+    measured = [Finalist(t.id, t.config, f.median_s, f.ci_s, f.speedup, f.speedup_ci)
+                for t in candidates if (f := result.configs[str(t.id)].figures) is not None]
     measured.sort(key=lambda f: -f.speedup)
 
     for index, finalist in enumerate(measured):

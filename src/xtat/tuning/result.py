@@ -14,6 +14,7 @@ from typing import Any
 from xtat.core import serial
 from xtat.core.space import Config
 from xtat.core.status import TrialStatus
+from xtat.model.objectives import ParetoPoint
 from xtat.runner.load import MachineLoad
 from xtat.tuning.confirmation import Confirmation
 
@@ -129,7 +130,7 @@ class TuneResult:
     finalists: tuple[Finalist, ...] = ()  # fastest side-by-side speedup first
     no_ops: list[str] = field(default_factory=list)  # decisions that never changed the executable
     notes: list[str] = field(default_factory=list)  # e.g. why a stage was left out
-    pareto: list[dict] = field(default_factory=list)  # with --objectives beyond time: the non-dominated trials
+    pareto: list[ParetoPoint] = field(default_factory=list)  # with --objectives beyond time: the non-dominated trials
     history: list[TrialEvent] = field(default_factory=list)  # this run's configs in the order considered
     # The winner deployed through jax.jit in fresh processes (tuning.confirmation); None when none was.
     confirmation: Confirmation | None = None

@@ -20,20 +20,27 @@ from xtat.tuning.settings import TuneSettings
 
 
 @dataclass(frozen=True)
+class Figures:
+    """A config's times side by side with the default."""
+
+    median_s: float
+    ci_s: tuple[float, float]
+    speedup: float  # the default's time / this config's, paired by round
+    speedup_ci: tuple[float, float]
+
+
+@dataclass(frozen=True)
 class Measured:
-    """One config's side-by-side result; `error` set (and nothing else) when it did not build."""
+    """One config's side-by-side result: its figures, or why it has none (it did not build)."""
 
     config: Config
-    median_s: float | None = None
-    ci_s: tuple[float, float] | None = None
-    speedup: float | None = None  # the default's time / this config's, paired by round
-    speedup_ci: tuple[float, float] | None = None
+    figures: Figures | None = None
     error: str | None = None
 
 
 @dataclass(frozen=True)
 class SideBySide:
-    default: Measured | None  # None: the default did not build, so nothing has a speedup
+    default: Figures | None  # None: the default did not build, so nothing has a speedup
     configs: dict[str, Measured]  # by the caller's names
 
 
@@ -53,11 +60,11 @@ def side_by_side(runner: Runner, stages: list, configs: Mapping[str, Config],
         return SideBySide(None, {name: Measured(config, error="the default failed to build")
                                  for name, config in configs.items()})
 
-    def measured(config: Config, own: list[float]) -> Measured:
+    def figures(own: list[float]) -> Figures:
         median, low, high = median_ci(own, seed=settings.seed)
         speedup, s_low, s_high = speedup_ci(base, own, seed=settings.seed)
-        return Measured(config, median, (low, high), speedup, (s_low, s_high))
+        return Figures(median, (low, high), speedup, (s_low, s_high))
 
-    rows = {name: measured(config, samples[ids[name]]) if ids[name] in samples
+    rows = {name: Measured(config, figures(samples[ids[name]])) if ids[name] in samples
             else Measured(config, error="failed to build") for name, config in configs.items()}
-    return SideBySide(measured({}, base), rows)
+    return SideBySide(figures(base), rows)
