@@ -192,7 +192,7 @@ def install(db: str | Path | None) -> bool:
             self._executable = executable  # as jax caches its own default compile: one compile per lowering
         return executable
 
-    compile._xtat_original = original  # type: ignore[attr-defined]
+    compile._xtat_original = original  # type: ignore[attr-defined]  # marks the wrapper to undo it
     compile.__doc__ = original.__doc__
     setattr(mesh_computation, "compile", compile)  # noqa: B010  (a method replaced on its class)
     return True

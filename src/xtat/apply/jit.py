@@ -91,7 +91,7 @@ class Jitted:
     # ---------------------------------------------------------------- dispatch
 
     def _install(self, target: Callable) -> None:
-        type(self).__call__ = staticmethod(target)  # type: ignore[method-assign]
+        type(self).__call__ = staticmethod(target)  # type: ignore[method-assign]  # the call slot, set per instance class on purpose
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per instance by _install
         return self._route_call(*args, **kwargs)

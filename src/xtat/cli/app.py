@@ -584,11 +584,12 @@ def explain(target: str | None = typer.Argument(None, help="The workload's TARGE
     table.add_row("default", f"{report.default_ms:.3f}", "1", "")
     for name, row in report.variants.items():
         share = report.stage_shares.get(name.removeprefix("without "))
-        timed = row.speedup is not None and row.speedup_ci is not None and row.median_ms is not None
-        table.add_row(name, f"{row.median_ms:.3f}" if timed else "nan",
-                      f"{row.speedup:.3f} [{row.speedup_ci[0]:.3f}, {row.speedup_ci[1]:.3f}]"  # type: ignore[index]
-                      if timed else (row.error or ""),
-                      "" if share is None else f"{share:.0%}")
+        if row.speedup is not None and row.speedup_ci is not None and row.median_ms is not None:
+            low, high = row.speedup_ci
+            median, speedup = f"{row.median_ms:.3f}", f"{row.speedup:.3f} [{low:.3f}, {high:.3f}]"
+        else:
+            median, speedup = "nan", row.error or ""
+        table.add_row(name, median, speedup, "" if share is None else f"{share:.0%}")
     out.print(table)
     out.print(f"interaction (not explained by single stages): {report.interaction:.0%}")
 

@@ -265,7 +265,7 @@ def summarize_campaign(workloads: Sequence[WorkloadSummary], runs: Sequence[RunR
                              "left out of the trials ratio")
         baseline = w.strategy(BASELINE)
         if contenders and baseline is not None:
-            best_final = max(w.strategy(c).final_speedup for c in contenders)  # type: ignore[union-attr]
+            best_final = max(s.final_speedup for c in contenders if (s := w.strategy(c)) is not None)
             speedup_ratio[w.workload] = best_final / baseline.final_speedup
     ratios = [v for v in trials_ratio.values() if v is not None]
     versus = [v for v in speedup_ratio.values() if v is not None]

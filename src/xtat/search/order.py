@@ -80,9 +80,9 @@ class WinCounts:
                 raise ValueError(f"{where}: \"{name}\" must map decision kinds to counts")
             return part
         workloads = data.get("workloads") if isinstance(data, dict) else None
-        if not count(workloads):
+        if not isinstance(workloads, int) or not count(workloads):
             raise ValueError(f"{where}: \"workloads\" must be a count")
-        return WinCounts(counts("wins"), counts("tries"), workloads)  # type: ignore[arg-type]
+        return WinCounts(counts("wins"), counts("tries"), workloads)
 
 
 def shipped() -> WinCounts:

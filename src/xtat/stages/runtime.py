@@ -48,9 +48,7 @@ class RuntimeStage:
         if not values:
             return candidate
         cpus, devices = values.get(CPUS), values.get(HOST_DEVICES)
-        return replace(candidate, process=replace(candidate.process,
-                                                  cpus=None if cpus is None else int(cpus),  # type: ignore[call-overload]
-                                                  host_devices=None if devices is None else int(devices)))  # type: ignore[call-overload]
+        return replace(candidate, process=replace(candidate.process, cpus=_count(cpus), host_devices=_count(devices)))
 
     def vet(self, values: dict[str, object], platform: str, numerics_opt_in: bool) -> list[str]:
         """A CPU count this process can have, a positive host device count."""
@@ -65,3 +63,12 @@ class RuntimeStage:
             elif name == HOST_DEVICES and value > _MAX_HOST_DEVICES:
                 found.append(f"runtime host_devices={value} is beyond {_MAX_HOST_DEVICES}")
         return found
+
+
+def _count(value: object) -> int | None:
+    """A runtime decision's value as its count (None: not decided); vetting refused anything else."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"a runtime count, not {value!r}")
+    return int(value)

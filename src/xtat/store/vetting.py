@@ -41,7 +41,7 @@ def refusals(config: object, platform: str, run_settings: dict | None,
     no verified `ok` trial of exactly this config among `trials` ((config key, status) pairs)."""
     found = problems(config, platform, numerics_opt_in=(run_settings or {}).get("allow_numerics_change") is True)
     if not found:
-        key = config_key(config)  # type: ignore[arg-type]
+        key = config_key(config) if isinstance(config, dict) else ""  # problems() refused any other shape
         if not any(status == TrialStatus.OK and trial_key == key for trial_key, status in trials):
             found.append("no verified ok trial of the adopted config")
     return found

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from xtat.core.errors import UserError
 from xtat.core.space import Config
@@ -36,7 +37,7 @@ class Effort(StrEnum):
     EXHAUSTIVE = "exhaustive"  # until 1000 configs are considered: the per-op decisions too, combined
 
 
-EFFORTS: dict[Effort, dict[str, object]] = {
+EFFORTS: dict[Effort, dict[str, Any]] = {
     Effort.QUICK: dict(budget=None, time_s=40.0, finalists=1, confirm_looks=2, confirm_time_s=20.0),
     Effort.STANDARD: dict(budget=None, time_s=180.0, finalists=3, confirm_looks=4, confirm_time_s=60.0),
     Effort.EXHAUSTIVE: dict(budget=1000, time_s=None, finalists=5, confirm_looks=6, confirm_time_s=120.0),
@@ -144,13 +145,13 @@ class TuneSettings:
             raise UserError("lease_s must be positive")
 
     @classmethod
-    def at(cls, effort: Effort | str, **overrides: object) -> TuneSettings:
+    def at(cls, effort: Effort | str, **overrides: Any) -> TuneSettings:
         """The settings of an effort level, with `overrides` (other TuneSettings fields) on top."""
         try:
             preset = EFFORTS[Effort(effort)]
         except ValueError:
             raise UserError(f"--effort {effort!r}: choose one of {', '.join(e.value for e in Effort)}") from None
-        return cls(**{**preset, **overrides})  # type: ignore[arg-type]
+        return cls(**{**preset, **overrides})  # any field; __post_init__ validates them
 
     @property
     def timing(self) -> TimingPolicy:

@@ -23,7 +23,9 @@ def _typed(info: catalog.OptionInfo, value: object) -> object:
             raise ValueError(f"expects an int, got {value!r}")
         return value
     if info.kind == "float":
-        return float(value)  # type: ignore[arg-type]
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(f"expects a float, got {value!r}")
+        return float(value)
     if info.kind == "enum":
         names = [v for v in str(value).split(",") if v] if info.repeated else [str(value)]
         unknown = [n for n in names if n not in info.enum_values]

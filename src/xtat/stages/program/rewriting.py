@@ -407,7 +407,7 @@ def _relayout(eqn: core.JaxprEqn, invals: list[Any], params: dict, which: str) -
     dims = pts.transposable(eqn.invars[side].aval, tuple(contract), tuple(batch[side]))
     assert dims is not None, "a layout point exists only for transposable operands"
     c, f = dims
-    perm = list(range(len(eqn.invars[side].aval.shape)))  # type: ignore[attr-defined]
+    perm = list(range(len(eqn.invars[side].aval.shape)))  # type: ignore[attr-defined]  # a Var's aval is typed abstractly by jax
     perm[c], perm[f] = f, c
     invals = list(invals)
     invals[side] = lax.transpose(invals[side], perm)

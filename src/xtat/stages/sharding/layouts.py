@@ -51,15 +51,15 @@ class Layout:
             mesh_text, rules_text = (part.strip() for part in text.split(";"))
             mesh = tuple((axis, int(size)) for axis, size in (item.split("=") for item in mesh_text.split(",")))
             rules = () if rules_text == "replicated" else tuple(
-                tuple(item.strip().split(":")) for item in rules_text.split(","))
+                _rule(item) for item in rules_text.split(","))
         except ValueError:
             raise UserError(f"{text!r} is not a layout (`data=2,model=2; batch:data, d_ff:model`)") from None
         axes = [axis for axis, _ in mesh]
         if (axes != [a for a in AXES if a in axes] or any(size < 2 for _, size in mesh)
-                or any(len(rule) != 2 or rule[1] not in axes for rule in rules)):
+                or any(rule[1] not in axes for rule in rules)):
             raise UserError(f"{text!r}: mesh axes are {AXES} in order with sizes of at least 2, "
                             "and every rule names one of them")
-        return cls(mesh, tuple(sorted(rules)))  # type: ignore[arg-type]
+        return cls(mesh, tuple(sorted(rules)))
 
 
 def replicated(devices: int) -> Layout:
@@ -152,3 +152,9 @@ def in_placement(fn: Callable, layout: Layout, devices: Sequence | None = None) 
             return fn(*args, **kwargs)
 
     return traced
+
+
+def _rule(item: str) -> tuple[str, str]:
+    """`batch:data` as (dimension name, mesh axis); ValueError when it is not one."""
+    name, axis = item.strip().split(":")  # ValueError unless exactly two parts
+    return name, axis
