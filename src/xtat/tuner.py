@@ -8,6 +8,11 @@ a run live in `xtat.tuning`; this module wires them together.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from xtat.runner.load import MachineLoad
+
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -58,7 +63,7 @@ def tune(
     settings: TuneSettings | None = None,
     on_trial: Callable[[TrialEvent], None] | None = None,
     runner: RunnerFactory = open_runner,
-    **overrides,
+    **overrides: Any,
 ) -> TuneResult:
     """Tune `workload` and record every attempt; returns the (maybe adopted) result.
 
@@ -166,7 +171,7 @@ def _basis(trials: list[Trial]) -> tuple[int, ...]:
     return tuple(sorted(t.id for t in trials if t.status != TrialStatus.RUNNING))
 
 
-def _decide(run: RunContext, search: SearchLoop, search_load, searched: list) -> TuneResult:
+def _decide(run: RunContext, search: SearchLoop, search_load: MachineLoad, searched: list) -> TuneResult:
     store, runner, settings, captured, workload_id = run.store, run.runner, run.settings, run.captured, run.workload_id
     latest = store.latest_result(workload_id)
     basis = _basis(store.trials(workload_id))

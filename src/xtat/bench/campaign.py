@@ -13,6 +13,11 @@ answering every trial it already finished.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from xtat.tuning.result import TuneResult
+
 import json
 import math
 import time
@@ -276,7 +281,7 @@ def tune_entry(entry: SuiteEntry, form: str, settings: BenchSettings, db: Path, 
                    roofline=roofline, roofline_left_out=left_out)
 
 
-def _tuned(base: dict, result, db: Path) -> Outcome:
+def _tuned(base: dict, result: TuneResult, db: Path) -> Outcome:
     """The outcome of a TuneResult, with the default program's cost analysis from the store."""
     confirmed = result.confirmed
     store = Store.open(db, read_only=True)

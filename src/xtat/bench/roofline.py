@@ -18,8 +18,10 @@ from __future__ import annotations
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from xtat.store.sql import Store
 
@@ -82,7 +84,7 @@ def machine_key() -> str:
     return f"{FACT_PREFIX}{device.platform}|{device.device_kind}|{_cpu_model()}|{cores} cores"
 
 
-def _best_seconds(step, state, repeats: int) -> float:
+def _best_seconds(step: Callable, state: Any, repeats: int) -> float:
     """Best wall time of `state = step(state)`; step donates its input, so no call pays for
     fresh pages of a new output buffer (that cost, not bandwidth, dominates otherwise)."""
     state = step(state)  # compile and warm up

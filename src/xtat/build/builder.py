@@ -26,7 +26,7 @@ class Built:
     compile_s: float
 
 
-def load_program(serialized: bytes):
+def load_program(serialized: bytes) -> Any:
     """A program with a `call` over the flat input arrays: a `jax.export` serialization, or the
     `Source` of a program with host callbacks, which the worker traces itself."""
     from xtat.build.source_program import SourceProgram
@@ -37,7 +37,8 @@ def load_program(serialized: bytes):
     return jax.export.deserialize(bytearray(serialized))
 
 
-def build(exported, args: tuple, kwargs: dict, options: dict[str, object], in_shardings: tuple | None = None) -> Built:
+def build(exported: Any, args: tuple, kwargs: dict, options: dict[str, object],
+          in_shardings: tuple | None = None) -> Built:
     """jit(program, in_shardings=...).lower(...).compile(compiler_options=options), with its hash.
 
     Codegen options can leave the HLO text unchanged while changing machine
@@ -53,7 +54,7 @@ def build(exported, args: tuple, kwargs: dict, options: dict[str, object], in_sh
     return Built(compiled, executable_identity(compiled), compile_s)
 
 
-def executable_identity(compiled) -> str:
+def executable_identity(compiled: Any) -> str:
     """sha256 of what the machine will run, without the options that asked for it.
 
     jaxlib's serialized executable embeds the compile options (and, inside

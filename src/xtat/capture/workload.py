@@ -143,7 +143,7 @@ def environment_identity() -> dict[str, str]:
     return env
 
 
-def _cuda_versions():
+def _cuda_versions() -> Any:
     """jaxlib's CUDA version queries (a module), or None without the CUDA plugin."""
     try:
         from jax._src.lib import cuda_versions
@@ -152,7 +152,7 @@ def _cuda_versions():
     return cuda_versions
 
 
-def _cuda_identity(versions) -> dict[str, str]:
+def _cuda_identity(versions: Any) -> dict[str, str]:
     """CUDA runtime, driver and cuDNN versions, as jax's own compilation cache keys them.
     Not yet run on GPU hardware from this project (tests use a stand-in module)."""
     out = {}

@@ -23,7 +23,11 @@ from xtat.search import STRATEGIES
 from xtat.stages.registry import STAGE_ORDER
 
 if TYPE_CHECKING:
-    from xtat.tuning.result import TuneResult
+    from xtat.capture.workload import Workload
+    from xtat.store.records import WorkloadRecord
+    from xtat.store.sql import Store
+    from xtat.tuning.result import TrialEvent, TuneResult
+    from xtat.tuning.settings import TuneSettings
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, help="xtat: autotune XLA for a JAX program.")
 
@@ -189,7 +193,7 @@ def _profiled(db: str | None, name: str, stages: str) -> tuple[list[tuple[float,
     return functions, ",".join(kept)
 
 
-def _tune_one(workload, settings, db: str | None, as_json: bool) -> TuneResult:
+def _tune_one(workload: Workload, settings: TuneSettings, db: str | None, as_json: bool) -> TuneResult:
     """One workload tuned, with progress on stderr and its result on stdout."""
     from xtat.tuner import tune as run_tune
 
@@ -199,7 +203,7 @@ def _tune_one(workload, settings, db: str | None, as_json: bool) -> TuneResult:
                   disable=not console.is_terminal and as_json) as progress:
         task = progress.add_task(f"tuning {workload.display_name}", total=settings.budget, info="")
 
-        def on_trial(event) -> None:
+        def on_trial(event: TrialEvent) -> None:
             nonlocal failures
             failures += not TrialStatus(event.status).measured
             best = "-" if event.best_s is None else f"{event.best_s * 1e3:.3f} ms"
@@ -221,7 +225,7 @@ def _tune_one(workload, settings, db: str | None, as_json: bool) -> TuneResult:
     return result
 
 
-def _show_result(result: TuneResult, settings) -> None:
+def _show_result(result: TuneResult, settings: TuneSettings) -> None:
     """A run's result on stdout, as tables and lines."""
     table = Table(title=f"{result.workload}  [{result.fingerprint[:12]}]")
     for column in ("", "median ms", "95% CI ms"):
@@ -250,7 +254,7 @@ def _show_result(result: TuneResult, settings) -> None:
         out.print(front)
 
 
-def _open(db: str | None, read_only: bool = True):
+def _open(db: str | None, read_only: bool = True) -> Store:
     from xtat.store.sql import Store, default_location
 
     try:
@@ -263,7 +267,7 @@ def _open(db: str | None, read_only: bool = True):
         _fail(str(exc))
 
 
-def _open_workload(db: str | None, name_or_fingerprint: str):
+def _open_workload(db: str | None, name_or_fingerprint: str) -> tuple[Store, WorkloadRecord]:
     store = _open(db)
     try:
         return store, store.find_workload(name_or_fingerprint)
@@ -314,7 +318,7 @@ def trials(workload: str = typer.Argument(..., help="Workload name or fingerprin
     for column in ("id", "status", "median ms", "95% CI ms", "speedup (paired)", "compile s", "config", "error"):
         table.add_column(column, overflow="fold")
     for t in rows:
-        ci = "-" if t.ci_low_s is None else f"[{t.ci_low_s * 1e3:.3f}, {t.ci_high_s * 1e3:.3f}]"
+        ci = "-" if t.ci_low_s is None or t.ci_high_s is None else f"[{t.ci_low_s * 1e3:.3f}, {t.ci_high_s * 1e3:.3f}]"
         speedup = "-" if t.speedup is None or not t.config else \
             f"{t.speedup:.3f}x [{t.speedup_low:.3f}, {t.speedup_high:.3f}]"
         table.add_row(str(t.id), t.status + (f" of {t.same_as}" if t.same_as else ""), _ms(t.median_s), ci,
@@ -402,7 +406,7 @@ def apply(workload: str = typer.Argument(..., help="Workload name or fingerprint
     document = {
         "workload": record.name, "fingerprint": record.fingerprint, "adopted": adopted,
         **({"applied": False, "why": refused} if refused else {}),
-        "config": result.config if adopted else {},
+        "config": result.config if result and adopted else {},
         "compile_options": candidate.compile_options if candidate else {},
         "program_rewrites": candidate.program if candidate else {},
         **({"layout": _layout_document(candidate.layout)} if candidate and candidate.layout else {}),

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from xtat.bench.campaign import BenchResult, Outcome
+
 import json
 import sys
 from pathlib import Path
@@ -62,12 +67,11 @@ def bench(
     def on_workload(index: int, total: int, name: str) -> None:
         console.print(f"[bold][{index}/{total}] {name}[/] tuning ...", highlight=False)
 
-    def on_outcome(o) -> None:
+    def on_outcome(o: Outcome) -> None:
         if not o.tuned:
             console.print(f"  [red]failed[/] after {o.wall_s:.0f} s: {o.error}", highlight=False)
             return
-        console.print(f"  default {o.default_ms:.3f} ms  speedup {o.speedup:.3f}x "
-                      f"[{o.speedup_ci[0]:.3f}, {o.speedup_ci[1]:.3f}]  "
+        console.print(f"  default {o.default_ms:.3f} ms  speedup {o.speedup:.3f}x {_interval(o.speedup_ci)}  "
                       f"{'adopted' if o.adopted else 'not adopted'}  trials {o.trials}  "
                       f"{'read back from the earlier campaign' if o.read_back else f'new {o.new_trials}'}  "
                       f"{o.wall_s:.0f} s", highlight=False)
@@ -82,7 +86,7 @@ def bench(
         sys.stdout.write(json.dumps(result.to_json()) + "\n")  # one line, last
 
 
-def _print_summary(result) -> None:
+def _print_summary(result: BenchResult) -> None:
     """The campaign's table and means, on stdout."""
     table = Table(title=f"xtat bench: {len(result.outcomes)} workload(s)")
     for column in ("workload", "default ms", "tuned ms", "speedup [95% CI]", "adopted", "trials"):
@@ -92,7 +96,7 @@ def _print_summary(result) -> None:
             table.add_row(o.name, "-", "-", "-", "[red]failed[/]", (o.error or "")[:100])
             continue
         table.add_row(o.name, f"{o.default_ms:.3f}", f"{o.tuned_ms:.3f}",
-                      f"{o.speedup:.3f} [{o.speedup_ci[0]:.3f}, {o.speedup_ci[1]:.3f}]",
+                      f"{o.speedup:.3f} {_interval(o.speedup_ci)}",
                       "yes" if o.adopted else "no", ", ".join(f"{k} {v}" for k, v in o.trials.items()))
     out.print(table)
     for label, mean in (("delivered", result.delivered), ("best finalist", result.best_found)):
@@ -103,3 +107,7 @@ def _print_summary(result) -> None:
     out.print(f"roofline peaks {peak.flops_per_s / 1e9:.1f} GFLOP/s, {peak.bytes_per_s / 1e9:.1f} GB/s "
               f"({'measured now' if result.peak_measured_now else 'from the store'})  "
               f"wall {result.wall_s:.1f} s  db {result.db}", highlight=False)
+
+
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "[-]" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"

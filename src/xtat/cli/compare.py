@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from xtat.compare.analysis import CampaignAnalysis
+    from xtat.tuning.result import TrialEvent
+
 import json
 import shlex
 import sys
@@ -78,7 +84,7 @@ def compare(
                             description=f"run {start.index}/{start.total} {start.workload} {start.strategy} "
                                         f"seed {start.seed}{done}")
 
-        def on_trial(event) -> None:
+        def on_trial(event: TrialEvent) -> None:
             best = "-" if event.best_s is None else f"{event.best_s * 1e3:.3f} ms"
             progress.update(task, completed=event.index, info=f"best {best}")
 
@@ -110,7 +116,7 @@ def compare(
         sys.stdout.write(json.dumps(document) + "\n")  # one line, last
 
 
-def _print_tables(analysis) -> None:
+def _print_tables(analysis: CampaignAnalysis) -> None:
     """The campaign's tables and summary, on stdout."""
     from xtat.compare.report import STRATEGY_COLUMNS, strategy_cells, summary_lines, workload_caption
 

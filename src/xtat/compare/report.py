@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from xtat.report import Report
+
 from xtat.compare.analysis import BASELINE, REFERENCE, CampaignAnalysis, StrategySummary, WorkloadSummary
 
 STRATEGY_COLUMNS = ("strategy", "trials to 95%", "wall to 95% (s)", "seeds reached", "best found",
@@ -59,7 +64,7 @@ def _budgets(analysis: CampaignAnalysis) -> str:
             "trials to the target are measured rather than capped at the others' budget)")
 
 
-def campaign_report(analysis: CampaignAnalysis, command: str, wall_s: float):
+def campaign_report(analysis: CampaignAnalysis, command: str, wall_s: float) -> Report:
     """The report: the command, the summary, and per workload a table and convergence figure."""
     from xtat.report import (
         ConvergenceSeries,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?[\w.\-]+\s*\(.*\)\s*->\s*.*\{\s*$", 
 _FUSION_KIND = re.compile(r"\bfusion\(.*?kind=(k\w+)")
 
 
-def compile_metrics(compiled) -> dict:
+def compile_metrics(compiled: Any) -> dict:
     """Cost analysis, memory analysis and HLO features of a `jax.stages.Compiled`."""
     metrics: dict = {"cost": cost_features(compiled), "memory": memory_features(compiled)}
     try:
@@ -44,7 +45,7 @@ def compile_metrics(compiled) -> dict:
     return metrics
 
 
-def cost_features(compiled) -> dict[str, float]:
+def cost_features(compiled: Any) -> dict[str, float]:
     try:
         analysis = compiled.cost_analysis() or {}
     except Exception:  # not every backend implements it
@@ -54,7 +55,7 @@ def cost_features(compiled) -> dict[str, float]:
     return {key: float(analysis[key]) for key in _COST_KEYS if key in analysis}
 
 
-def memory_features(compiled) -> dict[str, int]:
+def memory_features(compiled: Any) -> dict[str, int]:
     try:
         stats = compiled.memory_analysis()
     except Exception:

@@ -23,6 +23,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -165,7 +166,7 @@ def _store(folder: Path, pid: int, command: list[str], db: str | Path | None, na
     return Profile(profile_id, name, command, os.getcwd(), complete, exit_code, wall, programs, notes)
 
 
-def _program(folder: Path, seen, wall: float) -> ProfiledProgram:
+def _program(folder: Path, seen: Any, wall: float) -> ProfiledProgram:
     share = seen.run_s / wall if wall > 0 else 0.0
     exported = (folder / seen.exported).read_bytes() if seen.exported else None  # the recorder chose, by function
     inputs = (folder / seen.inputs).read_bytes() if exported is not None and seen.inputs else None
@@ -237,7 +238,7 @@ def _kept_inputs(profiled: ProfiledProgram, avals: list, profile_name: str) -> l
     return arrays
 
 
-def _seeded(rng: np.random.Generator, aval, found: tuple[float, float] | None) -> np.ndarray:
+def _seeded(rng: np.random.Generator, aval: Any, found: tuple[float, float] | None) -> np.ndarray:
     """Inputs of the aval's shape and dtype when the real ones were not kept: uniform in the range
     the script's call had (integers too, so indices stay in range); without a range, floats
     standard normal and integers and booleans zero."""

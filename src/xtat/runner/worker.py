@@ -90,7 +90,7 @@ class Worker:
             self.leaf_names = [tuple(n) if n is not None else None for n in json.loads(names.read_text())]
         return p.Loaded(tuple(sorted(self.inputs)), tuple(sorted(self.reference)))
 
-    def _program(self, name: str):
+    def _program(self, name: str) -> Any:
         from xtat.build.builder import load_program
 
         assert self.folder is not None and "/" not in name
@@ -184,7 +184,7 @@ class Worker:
             return p.Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
         return p.Deployed(time.perf_counter() - start)
 
-    def _call(self, id: str, input_set: str):
+    def _call(self, id: str, input_set: str) -> Any:
         import jax
 
         if id in self.lazy:  # test-only fault: the first result again, without computing
@@ -355,7 +355,7 @@ _HANDLERS: dict[type, Callable[[Worker, Any], p.Reply]] = {
 class _Deployed:
     """A deployed build: called as jax.jit is, so `compiled` is the jitted function itself."""
 
-    def __init__(self, jitted) -> None:
+    def __init__(self, jitted: Any) -> None:
         self.compiled = jitted
 
 

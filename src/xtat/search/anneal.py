@@ -10,6 +10,7 @@ explores early and settles late. A failed or rejected config is never moved to.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from xtat.core.space import Config, Decision
 from xtat.search.base import SearchStrategy
@@ -17,7 +18,7 @@ from xtat.search.base import SearchStrategy
 
 class SimulatedAnnealing(SearchStrategy):
     def __init__(self, decisions: list[Decision], *, temperature: float = 0.1, cooling: float = 0.95,
-                 **options):
+                 **options: Any) -> None:
         super().__init__(decisions, **options)
         # T = 0.1 accepts a 10% slowdown with probability 1/e at first; after 60 results
         # T is about 0.005, where a slowdown of 1% is accepted 1 time in 7.

@@ -9,12 +9,14 @@ no single change improves it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from xtat.core.space import Config, Decision, config_key, is_active
 from xtat.search.base import SearchStrategy
 
 
 class CoordinateDescent(SearchStrategy):
-    def __init__(self, decisions: list[Decision], **options):
+    def __init__(self, decisions: list[Decision], **options: Any) -> None:
         super().__init__(decisions, **options)
         self._queue: list[Config] = []  # the current decision's other values, from the incumbent
         self._pass: list[Decision] = []  # decisions left in the current pass

@@ -13,6 +13,7 @@ base config and random samples; failed configs never join it.
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from xtat.core.space import Config, Decision
 from xtat.search.base import SearchStrategy
@@ -20,7 +21,7 @@ from xtat.search.base import SearchStrategy
 
 class RegularizedEvolution(SearchStrategy):
     def __init__(self, decisions: list[Decision], *, population: int = 8, tournament: int = 3,
-                 crossover_rate: float = 0.5, **options):
+                 crossover_rate: float = 0.5, **options: Any) -> None:
         super().__init__(decisions, **options)
         self.population_size = population
         self.tournament = tournament

@@ -9,6 +9,7 @@ anything: a truncated grid would search one corner of the space.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from xtat.core.errors import UserError
 from xtat.core.space import Config, Decision, is_active
@@ -18,7 +19,7 @@ GRID_LIMIT = 4096
 
 
 class GridSearch(SearchStrategy):
-    def __init__(self, decisions: list[Decision], **options):
+    def __init__(self, decisions: list[Decision], **options: Any) -> None:
         super().__init__(decisions, **options)
         limit = GRID_LIMIT if self.budget is None else min(self.budget, GRID_LIMIT)
         size, exact = self.space_size

@@ -16,7 +16,7 @@ see docs/cost-model.md for why.
 from __future__ import annotations
 
 import json
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -38,7 +38,7 @@ class SurrogateSearch(SearchStrategy):
     batch = 3  # asks per refit
     elite = 5  # best configs whose mutations fill half the pool
 
-    def __init__(self, decisions: list[Decision], **kwargs):
+    def __init__(self, decisions: list[Decision], **kwargs: Any) -> None:
         super().__init__(decisions, **kwargs)
         self.surrogate = self._make_surrogate()
         self.timed: dict[str, tuple[Config, float | None]] = {}  # every observed config and its seconds

@@ -16,12 +16,14 @@ defaults are usually good, and configs near them compile and verify more often).
 
 from __future__ import annotations
 
+from typing import Any
+
 from xtat.core.space import Config, Decision, config_key, merge
 from xtat.search.base import SearchStrategy, requirements, value_of
 
 
 class SweepThenRandom(SearchStrategy):
-    def __init__(self, decisions: list[Decision], **options):
+    def __init__(self, decisions: list[Decision], **options: Any) -> None:
         super().__init__(decisions, **options)
         self._sweep = iter([config for _, configs in self.probes for config in configs])
         self._helpful: list[tuple[float, Config]] | None = None  # single changes left to combine, fastest first

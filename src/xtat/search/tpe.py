@@ -13,13 +13,14 @@ from __future__ import annotations
 import math
 import warnings
 from collections import deque
+from typing import Any
 
 from xtat.core.space import Config, Decision, config_key, is_active
 from xtat.search.base import SearchStrategy, value_of, with_value
 
 
 class TreeParzen(SearchStrategy):
-    def __init__(self, decisions: list[Decision], **options):
+    def __init__(self, decisions: list[Decision], **options: Any) -> None:
         # Each proposal of a known config is an Optuna trial, and a trial costs more the more
         # trials the study holds: give up on a converged study sooner than the default.
         options.setdefault("max_tries", 100)

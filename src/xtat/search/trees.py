@@ -8,6 +8,8 @@ features), so a search on a new workload starts from what the others taught.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from xtat.core.space import Config, Decision
@@ -44,7 +46,7 @@ class CostModelSurrogate:
 class ModelSearch(SurrogateSearch):
     uses_prior = True
 
-    def __init__(self, decisions: list[Decision], *, prior: Prior | None = None, **kwargs):
+    def __init__(self, decisions: list[Decision], *, prior: Prior | None = None, **kwargs: Any) -> None:
         self.prior = prior  # read by _make_surrogate, which the base's __init__ calls
         super().__init__(decisions, **kwargs)
 

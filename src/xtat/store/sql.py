@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -175,7 +176,7 @@ def _sqlite_engine(path: Path, read_only: bool) -> sa.Engine:
     engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
     @event.listens_for(engine, "connect")
-    def _connect(dbapi_connection, _record) -> None:
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # transactions are begun below, not by the driver
         if not read_only:
             dbapi_connection.execute("PRAGMA journal_mode=WAL")
@@ -185,7 +186,7 @@ def _sqlite_engine(path: Path, read_only: bool) -> sa.Engine:
             dbapi_connection.execute(f"PRAGMA max_page_count={int(hook('XTAT_TEST_MAX_PAGES'))}")
 
     @event.listens_for(engine, "begin")
-    def _begin(conn) -> None:
+    def _begin(conn: Any) -> None:
         # A write takes the file's write lock at once, so two writers queue instead of deadlocking.
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("xtat_write") else "BEGIN")
 
@@ -294,7 +295,7 @@ class Store:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY[what]})
 
     @staticmethod
-    def _dialect_insert(conn: sa.Connection, table: sa.Table):
+    def _dialect_insert(conn: sa.Connection, table: sa.Table) -> Any:
         """INSERT with the dialect's ON CONFLICT clauses (imported here: `xtat.jit` readers need neither)."""
         if conn.dialect.name == "postgresql":
             from sqlalchemy.dialects import postgresql

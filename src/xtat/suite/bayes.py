@@ -68,18 +68,18 @@ def _log_density(beta: jax.Array, x: jax.Array, y: jax.Array) -> jax.Array:
     return jnp.sum(y * logits - jnp.logaddexp(0.0, logits)) - 0.5 * jnp.sum(beta**2)
 
 
-def make_hmc_chain(config: HMCSize):
+def make_hmc_chain(config: HMCSize) -> Callable:
     grad = jax.grad(_log_density)
 
-    def chain(beta0, x, y, momenta, uniforms):
-        def leapfrog(state, _):
+    def chain(beta0: jax.Array, x: jax.Array, y: jax.Array, momenta: jax.Array, uniforms: jax.Array) -> Any:
+        def leapfrog(state: tuple[jax.Array, jax.Array], _: None) -> tuple[tuple[jax.Array, jax.Array], None]:
             beta, p = state
             p = p + 0.5 * config.step_size * grad(beta, x, y)
             beta = beta + config.step_size * p
             p = p + 0.5 * config.step_size * grad(beta, x, y)
             return (beta, p), None
 
-        def transition(beta, inputs):
+        def transition(beta: jax.Array, inputs: tuple[jax.Array, jax.Array]) -> Any:
             p0, u = inputs
             (proposal, p1), _ = jax.lax.scan(leapfrog, (beta, p0), None, length=config.leapfrog_steps)
             current = _log_density(beta, x, y) - 0.5 * jnp.sum(p0**2)
@@ -210,17 +210,17 @@ def chain_keys(seed: int, chains: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 2**32, size=(chains, 2), dtype=np.uint32)
 
 
-def sampling_step(algorithm: Callable[[Data], blackjax.base.SamplingAlgorithm], transitions: int):
+def sampling_step(algorithm: Callable[[Data], blackjax.base.SamplingAlgorithm], transitions: int) -> Callable:
     """(positions [C, ...], data, key data [C, 2]) -> (draws [C, T, ...], mean acceptance [C],
     leapfrog steps taken [C]): `transitions` steps of every chain, chains in `vmap`."""
 
-    def sample(positions: PyTree, data: Data, key_data: jax.Array):
+    def sample(positions: PyTree, data: Data, key_data: jax.Array) -> Any:
         kernel = algorithm(data)
 
-        def one_chain(position: PyTree, key_bits: jax.Array):
+        def one_chain(position: PyTree, key_bits: jax.Array) -> Any:
             keys = jax.random.split(jax.random.wrap_key_data(key_bits), transitions)
 
-            def transition(state, key):
+            def transition(state: Any, key: jax.Array) -> Any:
                 state, info = kernel.step(key, state)
                 return state, (state.position, info.acceptance_rate, info.num_integration_steps)
 
@@ -232,7 +232,7 @@ def sampling_step(algorithm: Callable[[Data], blackjax.base.SamplingAlgorithm], 
     return sample
 
 
-def predictive_step(log_likelihood: Callable[[PyTree, Data], jax.Array]):
+def predictive_step(log_likelihood: Callable[[PyTree, Data], jax.Array]) -> Callable:
     """(draws [S, ...], new data) -> log pointwise predictive density of every new point."""
 
     def predict(draws: PyTree, new_data: Data) -> jax.Array:

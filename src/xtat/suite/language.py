@@ -8,6 +8,7 @@ tokens, GPT and the LSTM on next tokens.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -129,7 +130,7 @@ class LSTMLayer(nn.Module):
         recurrent_kernel = self.param("recurrent_kernel", nn.initializers.lecun_normal(),
                                       (self.hidden, 4 * self.hidden))
 
-        def step(carry: tuple[jax.Array, jax.Array], gates_in: jax.Array):
+        def step(carry: tuple[jax.Array, jax.Array], gates_in: jax.Array) -> Any:
             h, c = carry
             i, f, g, o = jnp.split(gates_in + h @ recurrent_kernel, 4, axis=-1)
             c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)

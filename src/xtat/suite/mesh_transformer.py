@@ -16,7 +16,7 @@ reverse a random-walk token sequence, trained with softmax cross-entropy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -215,7 +215,7 @@ def task(size: str) -> Task:
                 model_inputs=lambda batch: (batch["inputs"], batch["decoder_inputs"]))
 
 
-def _init(size: str, init_fn=jax.jit) -> tuple[Task, PyTree, Batch]:
+def _init(size: str, init_fn: Callable = jax.jit) -> tuple[Task, PyTree, Batch]:
     """The task, its variables boxed with their dimension names (shapes only under
     `jax.eval_shape`) and batch 0. As in common.build, the "rbg" generator compiles faster."""
     built_task = task(size)

@@ -26,6 +26,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -163,7 +164,7 @@ def dispatch(method: str, x: jax.Array, routes: Routes, num_experts: int, capaci
     raise ValueError(f"unknown dispatch method {method!r}; valid methods: {', '.join(DISPATCH_METHODS)}")
 
 
-def _dispatch_einsum(x, routes, num_experts, capacity, experts):
+def _dispatch_einsum(x: jax.Array, routes: Any, num_experts: int, capacity: int, experts: Callable) -> jax.Array:
     slots = queue_slots(routes.expert_index, num_experts)
     expert_mask = jax.nn.one_hot(routes.expert_index, num_experts, dtype=x.dtype, axis=-2)  # [G, S, E, K]
     # A choice past capacity gets an all-zero slot row, so it is dropped.
@@ -174,7 +175,7 @@ def _dispatch_einsum(x, routes, num_experts, capacity, experts):
     return jnp.einsum("gsec,gecd->gsd", combine, expert_out)
 
 
-def _dispatch_gather(x, routes, num_experts, capacity, experts):
+def _dispatch_gather(x: jax.Array, routes: Any, num_experts: int, capacity: int, experts: Callable) -> jax.Array:
     groups, seq, d_model = x.shape
     k = routes.expert_index.shape[-1]
     slots = queue_slots(routes.expert_index, num_experts)
@@ -182,7 +183,7 @@ def _dispatch_gather(x, routes, num_experts, capacity, experts):
     # Flat buffer index of each choice; dropped choices point one past the end.
     flat = jnp.where(kept, routes.expert_index * capacity + slots, num_experts * capacity)  # [G, S, K]
 
-    def scatter(tokens, index):  # one group: [S, D], [S, K] -> [E * C, D]
+    def scatter(tokens: jax.Array, index: jax.Array) -> jax.Array:  # one group: [S, D], [S, K] -> [E * C, D]
         sources = jnp.broadcast_to(tokens[:, None, :], (seq, k, d_model)).reshape(seq * k, d_model)
         return jnp.zeros((num_experts * capacity, d_model), x.dtype).at[index.reshape(-1)].add(sources, mode="drop")
 
@@ -193,11 +194,11 @@ def _dispatch_gather(x, routes, num_experts, capacity, experts):
     return jnp.einsum("gsk,gskd->gsd", weights, gathered)
 
 
-def _dispatch_sort(x, routes, num_experts, capacity, experts):
+def _dispatch_sort(x: jax.Array, routes: Any, num_experts: int, capacity: int, experts: Callable) -> jax.Array:
     groups, seq, d_model = x.shape
     k = routes.expert_index.shape[-1]
 
-    def to_buffers(tokens, expert_index):  # one group: [S, D], [S, K]
+    def to_buffers(tokens: jax.Array, expert_index: jax.Array) -> Any:  # one group: [S, D], [S, K]
         # The queue: choices k-major, so a stable sort by expert keeps first
         # choices ahead of second ones within every expert's segment.
         choice_expert = expert_index.T.reshape(-1)  # [K * S]
@@ -215,7 +216,8 @@ def _dispatch_sort(x, routes, num_experts, capacity, experts):
     buffers, order, sorted_expert, position = jax.vmap(to_buffers)(x, routes.expert_index)
     expert_out = experts(buffers)  # [G, E, C, D]
 
-    def from_buffers(out, gates, order, sorted_expert, position):  # one group
+    def from_buffers(out: jax.Array, gates: jax.Array, order: jax.Array, sorted_expert: jax.Array,
+                     position: jax.Array) -> jax.Array:  # one group
         kept = position < capacity
         values = out[sorted_expert, jnp.minimum(position, capacity - 1)]  # [K * S, D]
         weights = jnp.where(kept, gates.T.reshape(-1)[order], 0).astype(out.dtype)

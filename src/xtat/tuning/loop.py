@@ -3,6 +3,12 @@ that decide which stages' decisions it searches, around which base config."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from xtat.core.candidate import Candidate
+    from xtat.search.strategy import Strategy
+
 import queue
 import time
 from collections.abc import Callable, Sequence
@@ -115,7 +121,7 @@ class SearchLoop:
             drained = False  # what it learnt may give the strategy more to propose
         self.no_ops.extend(n for n in strategy.no_ops if n not in self.no_ops)
 
-    def tell(self, strategy, config: Config, trial: Trial, first_with: dict[str, Config]) -> None:
+    def tell(self, strategy: Strategy, config: Config, trial: Trial, first_with: dict[str, Config]) -> None:
         same_as = first_with.setdefault(trial.exe_hash, config) if trial.exe_hash else None
         strategy.tell(config, self.figure_s(trial), same_as=same_as if same_as != config else None)
 
@@ -161,7 +167,7 @@ class SearchLoop:
         pending.running[future] = config
         return True
 
-    def _measure_in_a_slot(self, config: Config, candidate, key: str, trial_id: int) -> tuple[Trial, Spent]:
+    def _measure_in_a_slot(self, config: Config, candidate: Candidate, key: str, trial_id: int) -> tuple[Trial, Spent]:
         slot = self._free.get()
         try:
             return measure(replace(self.context, runner=slot), config, candidate, key, trial_id)

@@ -13,6 +13,7 @@ import importlib.util
 import os
 import sys
 import time
+import types
 
 _STARTED = time.perf_counter()  # about when this process started: its profile's whole time counts from here
 
@@ -35,7 +36,8 @@ def _run_the_shadowed_sitecustomize() -> None:
 class _AfterJax(importlib.abc.MetaPathFinder):
     """Lets jax load as it would, then installs the interceptor: once."""
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: object = None,
+                  target: object = None) -> importlib.machinery.ModuleSpec | None:
         if name != "jax":
             return None
         sys.meta_path.remove(self)
@@ -44,7 +46,7 @@ class _AfterJax(importlib.abc.MetaPathFinder):
             return spec
         load = spec.loader.exec_module
 
-        def exec_module(module):
+        def exec_module(module: types.ModuleType) -> None:
             load(module)
             try:
                 if _PROFILE in os.environ:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -28,7 +29,7 @@ class OptionInfo:
     default: object = None
 
 
-def _debug_options_class(debug: descriptor_pb2.DescriptorProto):
+def _debug_options_class(debug: descriptor_pb2.DescriptorProto) -> Any:
     """A message class for DebugOptions' scalar fields, to decode defaults."""
     own = descriptor_pb2.FileDescriptorProto(name="xtat_debug_options.proto", package="xla", syntax="proto3")
     message = own.message_type.add()

@@ -114,7 +114,7 @@ def partition_spec(layout: Layout, names: tuple[str, ...] | None) -> tuple[str |
     return tuple(layout.axis_of(name) for name in names) if names else ()
 
 
-def mesh_of(layout: Layout, devices: Sequence | None = None):
+def mesh_of(layout: Layout, devices: Sequence | None = None) -> Any:
     """`layout`'s `jax.sharding.Mesh` over the first `layout.size` devices (this process's by default)."""
     import jax
     import numpy as np

@@ -18,6 +18,7 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf import text_format
 
@@ -42,7 +43,7 @@ class ResultsError(ValueError):
     """An autotune-results text that XLA's schema does not accept, or that names no such fusion."""
 
 
-def parse(text: str):
+def parse(text: str) -> Any:
     """The `xla.AutotuneResults` message of `text`; ResultsError when XLA's schema refuses it."""
     if len(text) > MAX_FILE_CHARS:
         raise ResultsError(f"autotune results of {len(text)} characters exceed the {MAX_FILE_CHARS} xtat accepts")
@@ -54,7 +55,7 @@ def parse(text: str):
     return message
 
 
-def render(message) -> str:
+def render(message: Any) -> str:
     return text_format.MessageToString(message)
 
 
