@@ -33,9 +33,8 @@ from xtat.runner.load import LoadMonitor
 from xtat.stages.base import Context, concretize
 from xtat.stages.registry import make_stages
 from xtat.stages.tiles import pin_autotuning
-from xtat.store.base import Storage
+from xtat.store import Storage, is_url, open_store, owner_id
 from xtat.store.records import ResultDetail, Trial
-from xtat.store.sql import Store, is_url, owner_id
 from xtat.tuning.adoption import finalize
 from xtat.tuning.claims import Heartbeat
 from xtat.tuning.context import RunContext
@@ -84,20 +83,20 @@ def tune(
             from xtat.stages.codegen import codegen_space
 
             codegen_space(captured.identity.env["platform"], settings.allow_numerics_change, settings.options)
-        store = stack.enter_context(Store.open(db)) if db is None or isinstance(db, (str, Path)) else db
+        store = stack.enter_context(open_store(db)) if db is None or isinstance(db, (str, Path)) else db
         if runner is open_runner and settings.executor != "local":
             runner = open_ray_runner
         opened = stack.enter_context(runner(captured, settings))
         return _tune(captured, store, opened, settings, started, on_trial, learn_from)
 
 
-def _learn_from(path: str) -> Store:
+def _learn_from(path: str) -> Storage:
     """A --learn-from store, opened read only (nothing is written to it)."""
     if not is_url(path) and not Path(path).is_file():
         raise UserError(f"--learn-from {path}: no store there; name the database file of an earlier tuning run "
                         "(xtat tune --db)")
     try:
-        return Store.open(path, read_only=True)
+        return open_store(path, read_only=True)
     except StoreError as exc:
         raise UserError(f"--learn-from {path}: not a store xtat can read ({exc})") from exc
 

@@ -1,4 +1,4 @@
-"""Test doubles of the roles. `MemoryStore` is a TEST DOUBLE of `store.base.Storage`. `FakeRunner`
+"""Test doubles of the roles. `MemoryStore` is a TEST DOUBLE of `store.base.TuningStorage`. `FakeRunner`
 is a TEST DOUBLE of `runner.base.Runner`: it compiles
 nothing and times nothing. Each candidate's "time" comes from a function the test gives, with a
 seeded 1% jitter per sample; its executable is named by its config, so configs that the stages
@@ -13,16 +13,27 @@ import json
 import random
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
 from xtat.core.candidate import Candidate
+from xtat.core.errors import UserError
 from xtat.core.status import RunStatus, TrialStatus
-from xtat.runner.base import WorkerFailure
+from xtat.runner.base import Runner, WorkerFailure
 from xtat.runner.protocol import Check, Compiled, Failed, Timed, Verified
 from xtat.runner.timing import Race, TimingPolicy, median_ci, paired
 from xtat.runner.verify import Budget, Tolerance
-from xtat.store.records import Result, ResultDetail, Timing, Trial, TrialOutcome, WorkloadRecord, unpacked_metrics
+from xtat.store.base import TuningStorage
+from xtat.store.records import (
+    Rejection,
+    Result,
+    ResultDetail,
+    Timing,
+    Trial,
+    TrialOutcome,
+    WorkloadRecord,
+    unpacked_metrics,
+)
 
 
 def executable(candidate: Candidate) -> str:
@@ -159,11 +170,11 @@ class FakePlacement:
         return {id: self.runner._samples(candidate, 1)[0] for id, candidate in self.candidates.items()}
 
 
-def fake_runner_factory(runner: FakeRunner):
+def fake_runner_factory(runner: FakeRunner) -> Callable[..., AbstractContextManager[FakeRunner]]:
     """What `xtat.tune(runner=...)` takes: opens the same fake for every run."""
 
     @contextmanager
-    def open_runner(captured, settings, **_: object) -> Iterator[FakeRunner]:
+    def open_runner(captured: object, settings: object, **_: object) -> Iterator[FakeRunner]:
         yield runner
 
     return open_runner
@@ -182,6 +193,7 @@ class MemoryStore:
         self._results: list[Result] = []
         self._claims: dict[int, tuple[str | None, float]] = {}  # trial id -> (owner, lease until)
         self._locks: dict[str, tuple[str, float]] = {}
+        self._facts: dict[str, dict] = {}
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -204,6 +216,32 @@ class MemoryStore:
 
     def workloads(self) -> list[WorkloadRecord]:
         return list(self._workloads)
+
+    def workloads_of_program(self, program: str) -> list[WorkloadRecord]:
+        return [w for w in self._workloads if w.program == program]
+
+    def find_workload(self, name_or_fingerprint: str) -> WorkloadRecord:
+        found = [w for w in self._workloads if name_or_fingerprint in (w.name, w.fingerprint)
+                 or w.fingerprint.startswith(name_or_fingerprint)]
+        if len(found) != 1:
+            raise UserError(f"{len(found)} workloads match {name_or_fingerprint!r} in the memory store")
+        return found[0]
+
+    def is_new(self) -> bool:
+        return not self._workloads
+
+    def machine_fact(self, key: str) -> dict | None:
+        return self._facts.get(key)
+
+    def set_machine_fact(self, key: str, value: dict) -> None:
+        self._facts[key] = value
+
+    def mark_rejected(self, result_id: int, reason: str, env: dict) -> None:
+        index = result_id - 1
+        result = self._results[index]
+        rejected = (*result.detail.rejected_at_apply, Rejection(reason, env, time.time()))
+        self._results[index] = dataclasses.replace(
+            result, detail=dataclasses.replace(result.detail, rejected_at_apply=rejected))
 
     def begin_run(self, workload_id: int, settings: dict, owner: str | None = None, lease_s: float = 60.0) -> int:
         self._runs[len(self._runs) + 1] = {"settings": settings, "status": RunStatus.SEARCHING}
@@ -236,8 +274,8 @@ class MemoryStore:
                 return None
             self._claims[known.id] = (owner, time.time() + lease_s)
             return known.id
-        self._trials.append(Trial(len(self._trials) + 1, workload_id, run_id, config, TrialStatus.RUNNING, *[None] * 12,
-                                  created_at=time.time()))
+        self._trials.append(Trial(len(self._trials) + 1, workload_id, run_id, config, TrialStatus.RUNNING, None, None,
+                                  None, None, None, None, None, None, None, None, None, None, created_at=time.time()))
         self._claims[len(self._trials)] = (owner, time.time() + lease_s)
         return len(self._trials)
 
@@ -296,3 +334,13 @@ class MemoryStore:
 
     def results(self, workload_id: int) -> list[Result]:
         return [r for r in self._results if r.workload_id == workload_id]
+
+
+def _store_stands_in(store: MemoryStore) -> TuningStorage:
+    """Checked by mypy (the test command): the double has its interface's every method and signature."""
+    return store
+
+
+def _runner_stands_in(runner: FakeRunner) -> Runner:
+    """As above, for the runner."""
+    return runner

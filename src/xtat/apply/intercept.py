@@ -87,10 +87,10 @@ class Interceptor:
         return self._keys
 
     def _keys_through_the_store(self) -> set[str]:
-        from xtat.store.sql import Store, default_location
+        from xtat.store import open_store
 
         try:
-            store = Store.open(self._db if self._db is not None else default_location(), read_only=True)
+            store = open_store(self._db, read_only=True)
             try:
                 return set() if store.is_new() else {key for w in store.workloads()
                                                       for key in (w.fingerprint, w.program)}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # this module is `xtat run`'s start: it imports neither jax nor the store until it must
     from xtat.core.candidate import ProcessSetup
-    from xtat.store.sql import Store
+    from xtat.store import TuningStorage
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class RuntimePlan:
         return f"set {self.setup.describe()}, adopted for {', '.join(self.workloads)}"
 
 
-def plan(store: Store, env: dict[str, str], workload: str | None = None) -> RuntimePlan:
+def plan(store: TuningStorage, env: dict[str, str], workload: str | None = None) -> RuntimePlan:
     """The adopted process setup of the store's workloads tuned in this environment `env`.
 
     Workloads that disagree are refused unless one is named: a process has
@@ -148,12 +148,15 @@ def _simple_run(arguments: list[str]) -> tuple[str | None, list[str] | None]:
 
 
 def sqlite_file(db: str | Path | None) -> Path | None:
-    """The SQLite file of a store location (None: the default, as `store.sql.default_location`),
-    read without SQLAlchemy; None for a server URL."""
-    location = str(db or os.environ.get("XTAT_DB") or Path.home() / ".cache" / "xtat" / "xtat.db")
-    if "://" in location and not location.startswith("sqlite:///"):
+    """The SQLite file of a store location (None: the default), read without SQLAlchemy; None for a
+    server URL, or a location that is no store (opening it says why)."""
+    from xtat.core.errors import StoreError
+    from xtat.store.location import sqlite_path
+
+    try:
+        return sqlite_path(db or None)
+    except StoreError:
         return None
-    return Path(location.removeprefix("sqlite:///"))
 
 
 def stored_keys(file: Path) -> set[str] | None:

@@ -16,7 +16,7 @@ from xtat.capture.workload import Identity
 from xtat.core.candidate import AUTOTUNE_FLAG, GPU_PLATFORMS, Candidate, autotune_file
 from xtat.core.errors import StoreError, UserError
 from xtat.core.space import config_key
-from xtat.store.reader import LookupReads
+from xtat.store.base import LookupReads
 from xtat.store.records import Result, WorkloadRecord
 
 
@@ -83,10 +83,10 @@ def lookup(identity: Identity, db: str | Path | None) -> Lookup:
     # older or newer schema, a damaged file) through `Store`, which reads, or says why it cannot.
     store: LookupReads | None = SqliteReader.open(file) if file is not None else None
     if store is None:
-        from xtat.store.sql import Store, default_location
+        from xtat.store import open_store
 
         try:
-            store = Store.open(db if db is not None else default_location(), read_only=True)
+            store = open_store(db, read_only=True)
         except StoreError as exc:
             return Lookup(Found.UNREADABLE, str(exc))
     try:
@@ -165,9 +165,9 @@ def mark_rejected(db: str | Path | None, result_id: int | None, reason: str) -> 
         return
     try:
         from xtat.capture.workload import environment_identity
-        from xtat.store.sql import Store, default_location
+        from xtat.store import open_store
 
-        store = Store.open(db if db is not None else default_location())
+        store = open_store(db)
         try:
             store.mark_rejected(result_id, reason, environment_identity())
         finally:

@@ -26,7 +26,7 @@ from xtat.apply.lookup import Unvetted, vetted
 from xtat.core.candidate import HOST_DEVICES_FLAG, Candidate
 from xtat.core.errors import UserError
 from xtat.stages.sharding.layouts import Layout
-from xtat.store.sql import Store
+from xtat.store.base import TuningStorage
 
 # Set on ExecutableBuildOptions, not DebugOptions: compiler_options takes them, XLA_FLAGS does not.
 _BUILD_OPTIONS = frozenset({"exec_time_optimization_effort", "memory_fitting_effort", "optimization_level",
@@ -54,7 +54,7 @@ class PresetEntry:
     speedup_ci: tuple[float | None, float | None] = (None, None)
 
 
-def collect(store: Store, workload: str | None = None) -> list[PresetEntry]:
+def collect(store: TuningStorage, workload: str | None = None) -> list[PresetEntry]:
     """Every adopted workload in the store (or the one named), vetted; ambiguous names refused."""
     records = [store.find_workload(workload)] if workload else store.workloads()
     entries: dict[str, PresetEntry] = {}

@@ -33,7 +33,7 @@ from xtat.capture.workload import Workload
 from xtat.core import serial
 from xtat.core.errors import UserError
 from xtat.core.status import TrialStatus
-from xtat.store.sql import Store, default_path
+from xtat.store import default_path, open_store
 from xtat.suite import FORMS, SIZES, SuiteEntry, entries
 from xtat.tuning.ablation import Ablation
 from xtat.tuning.result import TrialPoint
@@ -229,7 +229,7 @@ def still_decided(workload: Workload, earlier: Outcome, db: Path) -> bool:
     fingerprint = capture(workload).fingerprint
     if fingerprint != earlier.fingerprint or not db.exists():
         return False
-    store = Store.open(db, read_only=True)
+    store = open_store(db, read_only=True)
     try:
         record = store.workload(fingerprint)
         result = store.latest_result(record.id) if record else None
@@ -284,7 +284,7 @@ def tune_entry(entry: SuiteEntry, form: str, settings: BenchSettings, db: Path, 
 def _tuned(base: dict, result: TuneResult, db: Path) -> Outcome:
     """The outcome of a TuneResult, with the default program's cost analysis from the store."""
     confirmed = result.confirmed
-    store = Store.open(db, read_only=True)
+    store = open_store(db, read_only=True)
     try:
         record = store.workload(result.fingerprint)
         cost = dict(record.info.get("cost", {})) if record else {}
@@ -324,7 +324,7 @@ def run_bench(settings: BenchSettings, db: str | Path | None = None, report_dir:
     pairs = select(settings)
     path = Path(db) if db is not None else default_path()
     folder = Path(report_dir) if report_dir is not None else None
-    store = Store.open(path)
+    store = open_store(path)
     try:
         # Measured before any tuning, with nothing else of the tuner running.
         peak, measured_now = machine_peak(store, settings.remeasure_peak)

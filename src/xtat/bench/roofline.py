@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from xtat.store.sql import Store
+from xtat.store.base import TuningStorage
 
 FACT_PREFIX = "roofline:"
 # Problem sizes per platform: seconds in all on a 2-core CPU. The compute roof is the best
@@ -124,7 +124,7 @@ def measure_peak(repeats: int = 5) -> MachinePeak:
     return MachinePeak(machine_key(), flops_per_s, bytes_per_s, matmul_n, copy_bytes, repeats, time.time())
 
 
-def machine_peak(store: Store, remeasure: bool = False) -> tuple[MachinePeak, bool]:
+def machine_peak(store: TuningStorage, remeasure: bool = False) -> tuple[MachinePeak, bool]:
     """This machine's peaks from the store, measured and stored first if absent.
 
     Returns the peaks and whether they were measured now.

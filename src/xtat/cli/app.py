@@ -24,8 +24,8 @@ from xtat.stages.registry import STAGE_ORDER
 
 if TYPE_CHECKING:
     from xtat.capture.workload import Workload
+    from xtat.store import Storage
     from xtat.store.records import WorkloadRecord
-    from xtat.store.sql import Store
     from xtat.tuning.result import TrialEvent, TuneResult
     from xtat.tuning.settings import TuneSettings
 
@@ -254,11 +254,11 @@ def _show_result(result: TuneResult, settings: TuneSettings) -> None:
         out.print(front)
 
 
-def _open(db: str | None, read_only: bool = True) -> Store:
-    from xtat.store.sql import Store, default_location
+def _open(db: str | None, read_only: bool = True) -> Storage:
+    from xtat.store import open_store
 
     try:
-        store = Store.open(db or default_location(), read_only=read_only)
+        store = open_store(db, read_only=read_only)
         if read_only and store.is_new():
             store.close()
             _fail(f"no xtat records in {store.where} yet: `xtat tune TARGET --db ...` writes them")
@@ -267,7 +267,7 @@ def _open(db: str | None, read_only: bool = True) -> Store:
         _fail(str(exc))
 
 
-def _open_workload(db: str | None, name_or_fingerprint: str) -> tuple[Store, WorkloadRecord]:
+def _open_workload(db: str | None, name_or_fingerprint: str) -> tuple[Storage, WorkloadRecord]:
     store = _open(db)
     try:
         return store, store.find_workload(name_or_fingerprint)
@@ -454,7 +454,7 @@ def run(command: list[str] = typer.Argument(..., help="The program and its argum
     from xtat.apply.launch import RuntimePlan, launch, plan
     from xtat.capture.workload import environment_identity
     from xtat.core.candidate import ProcessSetup
-    from xtat.store.sql import Store, default_location, sqlite_path
+    from xtat.store import default_location, open_store, sqlite_path
 
     location = db or default_location()
     try:
@@ -462,7 +462,7 @@ def run(command: list[str] = typer.Argument(..., help="The program and its argum
         if file is not None and not file.exists():
             runtime = RuntimePlan(ProcessSetup(), (), (f"no store at {file}: nothing is tuned yet",))
         else:
-            store = Store.open(location, read_only=True)
+            store = open_store(location, read_only=True)
             try:
                 runtime = plan(store, environment_identity(), workload)
             finally:

@@ -31,7 +31,7 @@ _HIDDEN: dict[str, Any] = dict(hidden=True, show_default=False)
 
 
 def _default_dir() -> Path:
-    from xtat.store.sql import default_path
+    from xtat.store import default_path
 
     return default_path().parent / "compare"
 

@@ -78,9 +78,9 @@ def _gain(program: ProfiledProgram, db: str | Path | None) -> ProgramGain:
 
 
 def _confirmed_speedup(db: str | Path | None, fingerprint: str) -> float:
-    from xtat.store.sql import Store
+    from xtat.store import open_store
 
-    store = Store.open(db, read_only=True)
+    store = open_store(db, read_only=True)
     try:
         record = store.workload(fingerprint)
         result = store.latest_result(record.id) if record else None

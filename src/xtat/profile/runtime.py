@@ -31,8 +31,8 @@ from xtat.core.status import TrialStatus
 from xtat.profile.session import XTAT_COMMAND, timed_run
 from xtat.runner.timing import interleave, speedup_ci
 from xtat.stages.runtime import CPUS, HOST_DEVICES, runtime_decisions
+from xtat.store import open_store
 from xtat.store.records import ResultDetail, Timing, TrialOutcome
-from xtat.store.sql import Store
 
 # Enter a CPU affinity, then become the rest of the command line (affinity is kept across exec).
 _AFFINITY = "import os, sys; os.sched_setaffinity(0, [int(c) for c in sys.argv[1].split(',')]); " \
@@ -109,7 +109,7 @@ def _wall(command: list[str], setup: ProcessSetup, cwd: str) -> float:
 def _forget(name: str, db: str | Path | None) -> None:
     """An earlier choice is no longer adopted (a result that adopts nothing is added)."""
     fingerprint, _ = script_workload(name)
-    store = Store.open(db)
+    store = open_store(db)
     try:
         record = store.workload(fingerprint)
         if record is not None:
@@ -128,7 +128,7 @@ def _record(name: str, trial: RuntimeTrial, db: str | Path | None) -> None:
     config = {"runtime": trial.config}
     plain = sorted(trial.plain_s)[len(trial.plain_s) // 2]
     chosen = sorted(trial.with_s)[len(trial.with_s) // 2]
-    store = Store.open(db)
+    store = open_store(db)
     try:
         workload_id = store.upsert_workload(fingerprint, program, f"{name} (whole script)", environment_identity(), {})
         run_id = store.begin_run(workload_id, {"script": name, "rounds": len(trial.plain_s)})

@@ -31,8 +31,8 @@ from xtat.apply.launch import boot_path
 from xtat.capture.workload import Identity, Workload, environment_identity, fingerprint
 from xtat.core.errors import UserError
 from xtat.profile.records import ProgramsFile, check_ranges, read_programs
+from xtat.store import open_store
 from xtat.store.records import ProfiledProgram
-from xtat.store.sql import Store
 
 HOT_SHARE = 0.05  # a program of less of the script's time cannot make it more than 5% faster
 # The `xtat` command as its console script starts it (`xtat run`'s fast start included), for this Python.
@@ -158,7 +158,7 @@ def _store(folder: Path, pid: int, command: list[str], db: str | Path | None, na
     if exit_code != 0:
         notes.append(f"the command exited with status {exit_code}: the profile is incomplete")
     env = environment_identity()
-    store = Store.open(db)
+    store = open_store(db)
     try:
         profile_id = store.add_profile(name, command, os.getcwd(), env, complete, exit_code, wall, notes, programs)
     finally:
@@ -178,7 +178,7 @@ def _program(folder: Path, seen: Any, wall: float) -> ProfiledProgram:
 
 def latest(db: str | Path | None, name: str) -> Profile:
     """The newest profile of `name`; UserError when there is none."""
-    store = Store.open(db, read_only=True)
+    store = open_store(db, read_only=True)
     try:
         record = store.latest_profile(name)
         if record is None:

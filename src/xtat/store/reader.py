@@ -2,8 +2,8 @@
 interceptor and `xtat.jit` read for a program (`apply.lookup`), without importing SQLAlchemy, which
 took a third of a second of every process that applies a config.
 
-`LookupReads` is the read interface a lookup needs; `Store` (`sql.py`) has it for every location,
-`SqliteReader` for an SQLite file of this xtat's schema version, read-only. Both make records
+`SqliteReader` is `base.LookupReads`, the read interface a lookup needs, for an SQLite file of this
+xtat's schema version, read-only; `Store` (`sql.py`) has it for every location. Both make records
 from rows with the same functions (`rows.py`).
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Protocol
 
 from xtat.store.records import Result, Trial, WorkloadRecord
 from xtat.store.rows import (
@@ -25,24 +24,13 @@ from xtat.store.rows import (
 )
 
 
-class LookupReads(Protocol):
-    """What looking a program up and vetting its adopted config read from a store."""
-
-    def is_new(self) -> bool: ...
-    def workload(self, fingerprint: str) -> WorkloadRecord | None: ...
-    def workloads_of_program(self, program: str) -> list[WorkloadRecord]: ...
-    def latest_result(self, workload_id: int) -> Result | None: ...
-    def run_settings(self, run_id: int | None) -> dict | None: ...
-    def trials(self, workload_id: int) -> list[Trial]: ...
-    def close(self) -> None: ...
-
-
 class SqliteReader:
     """`LookupReads` over an SQLite store file, opened read-only (`open`)."""
 
-    def __init__(self, connection: sqlite3.Connection):
+    def __init__(self, connection: sqlite3.Connection, where: str):
         self._connection = connection
         self._connection.row_factory = sqlite3.Row
+        self.where = where
 
     @classmethod
     def open(cls, file: Path) -> SqliteReader | None:
@@ -58,7 +46,7 @@ class SqliteReader:
             meta = dict(connection.execute("SELECT key, value FROM meta").fetchall())
             if (meta.get("application") == APPLICATION and meta.get("schema_version") == str(SCHEMA_VERSION)
                     and connection.execute("PRAGMA quick_check").fetchone()[0] == "ok"):
-                return cls(connection)
+                return cls(connection, str(file))
         except sqlite3.Error:
             pass
         connection.close()

@@ -29,6 +29,7 @@ from sqlalchemy import event
 from xtat.core.errors import StoreError
 from xtat.core.status import RunStatus, TrialStatus
 from xtat.store import schema as s
+from xtat.store.location import default_location, owner_id, redacted, sqlite_path
 from xtat.store.records import (
     TRIAL_FIELD,
     TRIAL_FIELDS,
@@ -56,53 +57,11 @@ SCHEMA_VERSION = s.SCHEMA_VERSION
 _ADVISORY = {"schema": 7_272_740, "claims": 7_272_741, "locks": 7_272_742}
 
 
-def default_location() -> str | Path:
-    """$XTAT_DB (a path or a URL), else the SQLite file under ~/.cache/xtat."""
-    return os.environ.get("XTAT_DB") or Path.home() / ".cache" / "xtat" / "xtat.db"
-
-
-def default_path() -> Path:
-    """The default SQLite file, for what keeps files of its own beside it (compare, bench):
-    $XTAT_DB when it is a path, else ~/.cache/xtat/xtat.db."""
-    location = default_location()
-    return Path.home() / ".cache" / "xtat" / "xtat.db" if is_url(location) else Path(location)
-
-
-def is_url(location: str | Path) -> bool:
-    return isinstance(location, str) and "://" in location
-
-
-def sqlite_path(location: str | Path) -> Path | None:
-    """The file of an SQLite location (a path or a sqlite:/// URL); None for a server URL."""
-    if not is_url(location):
-        return Path(location)
-    text = str(location)
-    if text.startswith("sqlite:///"):
-        return Path(text[len("sqlite:///"):])
-    if text.split("://", 1)[0] in ("postgresql", "postgres", "postgresql+psycopg"):
-        return None
-    raise StoreError(f"unknown store location {_redacted(text)!r}: give a path, a sqlite:/// URL or a "
-                     "postgresql://USER:PASSWORD@HOST/DB URL")
-
-
-def _redacted(url: str) -> str:
-    """A URL fit for messages: without its password."""
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return url.split("@")[-1]
-
-
 def _column_value(name: str, value: object) -> object:
     """A trial field as its column stores it."""
     if TRIAL_FIELD[name].stored_as_json:
         return None if value is None else json.dumps(value)
     return value
-
-
-def owner_id() -> str:
-    """Who claims trials: this process on this host (a fresh id per process)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
 def _owner_is_dead(owner: str | None) -> bool:
@@ -198,7 +157,7 @@ class Store:
 
     def __init__(self, location: str | Path, engine: sa.Engine, read_only: bool):
         self.location = location
-        self.where = str(location) if isinstance(location, Path) else _redacted(str(location))
+        self.where = str(location) if isinstance(location, Path) else redacted(str(location))
         self.engine = engine
         self.read_only = read_only
         self.is_server = engine.dialect.name != "sqlite"
@@ -207,7 +166,7 @@ class Store:
     def open(cls, location: str | Path | None = None, read_only: bool = False) -> Store:
         location = default_location() if location is None else location
         file = sqlite_path(location)
-        where = str(file) if file is not None else _redacted(str(location))
+        where = str(file) if file is not None else redacted(str(location))
         try:
             if file is not None:
                 _inspect_sqlite(file)

@@ -18,7 +18,7 @@ from xtat.capture.workload import Workload, capture
 from xtat.core.errors import UserError
 from xtat.core.space import Config
 from xtat.stages.registry import STAGE_ORDER, make_stages
-from xtat.store.sql import Store
+from xtat.store import open_store
 from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
@@ -82,7 +82,7 @@ class Ablation:
 def explain(workload: Workload, db: str | Path | None = None, settings: TuneSettings | None = None) -> Ablation:
     settings = settings or TuneSettings()
     captured = capture(workload)
-    with Store.open(db, read_only=True) as store:
+    with open_store(db, read_only=True) as store:
         record = store.workload(captured.fingerprint)
         result = store.latest_result(record.id) if record else None
     if result is None or not result.adopted:
