@@ -28,7 +28,7 @@ from xtat.core.errors import StoreError, UserError
 from xtat.core.space import config_key
 from xtat.core.status import RunStatus, TrialStatus
 from xtat.model.objectives import pareto_front
-from xtat.runner.base import Runner
+from xtat.runner.base import ExecutorKind, Runner
 from xtat.runner.load import LoadMonitor
 from xtat.stages.base import Context, concretize
 from xtat.stages.registry import make_stages
@@ -84,7 +84,7 @@ def tune(
 
             codegen_space(captured.identity.env["platform"], settings.allow_numerics_change, settings.options)
         store = stack.enter_context(open_store(db)) if db is None or isinstance(db, (str, Path)) else db
-        if runner is open_runner and settings.executor != "local":
+        if runner is open_runner and settings.measured_by.kind is not ExecutorKind.LOCAL:
             runner = open_ray_runner
         opened = stack.enter_context(runner(captured, settings))
         return _tune(captured, store, opened, settings, started, on_trial, learn_from)

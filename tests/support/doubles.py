@@ -20,7 +20,7 @@ from xtat.core.candidate import Candidate
 from xtat.core.errors import UserError
 from xtat.core.status import RunStatus, TrialStatus
 from xtat.runner.base import Runner, WorkerFailure
-from xtat.runner.protocol import Check, Compiled, Failed, Timed, Verified
+from xtat.runner.protocol import Check, Compiled, Failed, InputSet, Timed, Verified
 from xtat.runner.timing import Race, TimingPolicy, median_ci, paired
 from xtat.runner.verify import Budget, Tolerance
 from xtat.store.base import TuningStorage
@@ -113,9 +113,9 @@ class FakeRunner:
         pass
 
     def verify(self, id: str, candidate: Candidate, tolerance: Tolerance, repeats: int = 1,
-               input_set: str = "verify") -> Verified | Failed:
+               input_set: InputSet = InputSet.VERIFY) -> Verified | Failed:
         self.calls.append(("verify", id))
-        if input_set == "verify" and self.wrong_on_second_inputs(candidate):
+        if input_set is InputSet.VERIFY and self.wrong_on_second_inputs(candidate):
             check = Check(False, 1.0, 1.0, "output 0 on make_inputs(1): the fake says it differs")
             return Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
         return Verified(Check(True, 0.0, 0.0))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -26,7 +27,16 @@ from xtat.core.status import TrialStatus
 from xtat.model.features import compiled_features, decision_features, workload_features
 from xtat.store.base import Storage
 
-FEATURE_SETS = ("decisions", "workload", "compiled")
+
+class FeatureSet(StrEnum):
+    """What the model sees of a measured config."""
+
+    DECISIONS = "decisions"  # the config's decisions
+    WORKLOAD = "workload"  # the default program's cost and memory analysis and HLO features
+    COMPILED = "compiled"  # the candidate's compile-time metrics, relative to the default's
+
+
+FEATURE_SETS = tuple(FeatureSet)
 
 
 @dataclass(frozen=True)
@@ -39,12 +49,13 @@ class Example:
     log_ratio: float  # log(median / the workload's default median)
 
 
-def examples(store: Storage, feature_sets: Sequence[str] = FEATURE_SETS) -> list[Example]:
+def examples(store: Storage, feature_sets: Sequence[FeatureSet | str] = FEATURE_SETS) -> list[Example]:
     """Every timed config in the store (raced ones included: a slow time is still a time), for
     the workloads whose default was timed."""
-    unknown = set(feature_sets) - set(FEATURE_SETS)
+    unknown = {str(s) for s in feature_sets} - set(FEATURE_SETS)
     if unknown:
         raise UserError(f"unknown feature set(s) {sorted(unknown)}; choose from {', '.join(FEATURE_SETS)}")
+    chosen = {FeatureSet(s) for s in feature_sets}
     out = []
     for workload in store.workloads():
         trials = store.trials(workload.id)
@@ -55,11 +66,11 @@ def examples(store: Storage, feature_sets: Sequence[str] = FEATURE_SETS) -> list
             if not trial.status.measured or not trial.median_s:
                 continue
             features: dict[str, float] = {}
-            if "decisions" in feature_sets:
+            if FeatureSet.DECISIONS in chosen:
                 features.update(decision_features(trial.config))
-            if "workload" in feature_sets:
+            if FeatureSet.WORKLOAD in chosen:
                 features.update(workload_features(default.metrics))
-            if "compiled" in feature_sets:
+            if FeatureSet.COMPILED in chosen:
                 features.update(compiled_features(trial.metrics, default.metrics))
             out.append(Example(workload.id, workload.name, features,
                                float(np.log(trial.median_s / default.median_s))))

@@ -9,12 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from xtat.core.status import TrialStatus
 from xtat.model.features import peak_bytes
 from xtat.store.records import Trial
 
-OBJECTIVES = ("time", "compile", "memory")
+
+class Objective(StrEnum):
+    """What a trial is judged on (lower is better); adoption is always on TIME."""
+
+    TIME = "time"  # the run time
+    COMPILE = "compile"  # the compile time
+    MEMORY = "memory"  # the executable's peak memory
+
+
+OBJECTIVES = tuple(Objective)
 
 
 @dataclass(frozen=True)
@@ -29,10 +39,11 @@ class ParetoPoint:
     raced: bool  # its time is a raced trial's partial figure
 
 
-def objective_values(trial: Trial, objectives: Sequence[str]) -> tuple[float, ...] | None:
+def objective_values(trial: Trial, objectives: Sequence[Objective | str]) -> tuple[float, ...] | None:
     """The trial's value for each objective (lower is better), None when one is unknown."""
-    values = {"time": trial.median_s, "compile": trial.compile_s, "memory": peak_bytes(trial.metrics)}
-    chosen = [values[o] for o in objectives]
+    values = {Objective.TIME: trial.median_s, Objective.COMPILE: trial.compile_s,
+              Objective.MEMORY: peak_bytes(trial.metrics)}
+    chosen = [values[Objective(o)] for o in objectives]
     known = [float(v) for v in chosen if v is not None]
     return tuple(known) if len(known) == len(chosen) else None
 
@@ -54,7 +65,7 @@ def pareto_indices(points: Sequence[Sequence[float]]) -> list[int]:
     return front
 
 
-def pareto_front(trials: list[Trial], objectives: Sequence[str]) -> list[ParetoPoint]:
+def pareto_front(trials: list[Trial], objectives: Sequence[Objective | str]) -> list[ParetoPoint]:
     """The non-dominated ok trials over `objectives`, fastest first."""
     timed = [(t, t.median_s) for t in trials if t.status == TrialStatus.OK and t.median_s is not None]
     scored = [(t, median_s, v) for t, median_s in timed for v in [objective_values(t, objectives)] if v is not None]

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from xtat.core.candidate import Candidate
+from xtat.core.errors import UserError
 from xtat.core.status import TrialStatus
-from xtat.runner.protocol import Compiled, Failed, Timed, Verified
+from xtat.runner.protocol import Compiled, Failed, InputSet, Timed, Verified
 from xtat.runner.timing import Race, TimingPolicy
 from xtat.runner.verify import Budget, Tolerance
 
@@ -29,6 +32,33 @@ class WorkerFailure(Exception):
         super().__init__(error)
         self.status = status  # crash, timeout or oom
         self.error = error
+
+
+class ExecutorKind(StrEnum):
+    LOCAL = "local"  # worker processes on this machine
+    RAY = "ray"  # workers on a Ray cluster (`runner.ray`)
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Where candidates are measured: `local`, `ray` (the cluster of $RAY_ADDRESS or this machine's,
+    else a new local one) or `ray:ADDRESS`."""
+
+    kind: ExecutorKind = ExecutorKind.LOCAL
+    address: str | None = None  # a Ray cluster's address (host:port, or ray://host:port)
+
+    @classmethod
+    def parse(cls, text: str) -> Executor:
+        kind, _, address = text.partition(":")
+        if text == ExecutorKind.LOCAL.value:
+            return cls()
+        if kind == ExecutorKind.RAY.value and (address or ":" not in text):
+            return cls(ExecutorKind.RAY, address or None)
+        raise UserError(f"--executor {text!r}: choose local, ray (this machine's cluster, or a new local one) or "
+                        "ray:ADDRESS (e.g. ray:10.0.0.5:6379)")
+
+    def __str__(self) -> str:
+        return self.kind.value + (f":{self.address}" if self.address else "")
 
 
 class Placement(Protocol):
@@ -85,7 +115,7 @@ class Runner(Protocol):
         ...
 
     def verify(self, id: str, candidate: Candidate, tolerance: Tolerance, repeats: int = 1,
-               input_set: str = "verify") -> Verified | Failed:
+               input_set: InputSet = InputSet.VERIFY) -> Verified | Failed:
         """Check the build `id` `repeats` times on an input set (by default the second, `make_inputs(1)`),
         building it again if its worker was restarted."""
         ...

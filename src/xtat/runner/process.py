@@ -278,7 +278,7 @@ class ProcessRunner:
             self._guarded(candidate, lambda: worker.request(p.Release((id,)), self.compile_deadline_s))
 
     def verify(self, id: str, candidate: Candidate, tolerance: Tolerance, repeats: int = 1,
-               input_set: str = "verify") -> p.Verified | p.Failed:
+               input_set: p.InputSet = p.InputSet.VERIFY) -> p.Verified | p.Failed:
         def checks() -> p.Verified | p.Failed:
             worker, started = self._worker_and_start(candidate.process)
             if started:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from pydantic import TypeAdapter
@@ -92,13 +93,20 @@ class Prepare:
     timing: TimingPolicy
 
 
+class InputSet(StrEnum):
+    """The workload's input sets a worker holds: its own arguments, and `make_inputs(1)`'s."""
+
+    MAIN = "main"
+    VERIFY = "verify"
+
+
 @dataclass(frozen=True)
 class Verify:
     """Check the build's outputs on one input set."""
 
     op: ClassVar[str] = "verify"
     id: str
-    input_set: str
+    input_set: InputSet
     tolerance: Tolerance
 
 
@@ -165,7 +173,7 @@ class Failed:
 
 @dataclass(frozen=True)
 class Loaded:
-    input_sets: tuple[str, ...]
+    input_sets: tuple[InputSet, ...]
     has_reference: tuple[str, ...]
 
 

@@ -28,6 +28,7 @@ from xtat.core.candidate import GPU_PLATFORMS, Candidate
 from xtat.core.errors import UserError
 from xtat.core.status import TrialStatus
 from xtat.runner import protocol as p
+from xtat.runner.base import Executor
 from xtat.runner.process import ExportRewritten, program_digest, program_request, request_digest
 from xtat.runner.timing import Race, TimingPolicy
 from xtat.runner.verify import Budget, Tolerance
@@ -206,7 +207,7 @@ class RayPool:
                 pass
 
 
-def connect(executor: str, workers: int) -> bool:
+def connect(executor: Executor, workers: int) -> bool:
     """Join the cluster the executor names; True if a local one was started here (and is ours to stop).
 
     `ray`: the cluster of $RAY_ADDRESS or one already running on this machine, else a new local one
@@ -218,7 +219,7 @@ def connect(executor: str, workers: int) -> bool:
         raise UserError("--executor ray needs Ray: pip install 'xtat[ray]'") from exc
     if ray.is_initialized():
         return False
-    address = executor.partition(":")[2] or None
+    address = executor.address
     try:
         if address is not None:
             ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)

@@ -28,7 +28,7 @@ from xtat.runner import protocol as p
 from xtat.runner.base import DEFAULT_ID
 from xtat.runner.verify import Tolerance
 
-INPUT_SETS = ("main", "verify")
+INPUT_SETS = tuple(p.InputSet)
 BUDGET_FILE = "budget.json"
 DIMS_FILE = "dims.json"  # each input's declared dimension names, for layouts
 COMPILE_CACHE_SIZE = 4
@@ -47,9 +47,9 @@ class Worker:
     def __init__(self) -> None:
         self.programs: dict[str, object] = {}  # exported programs by file name
         self.folder: Path | None = None
-        self.inputs: dict[str, tuple[tuple, dict]] = {}
-        self.reference: dict[str, list[np.ndarray]] = {}
-        self.pristine: dict[str, list[np.ndarray]] = {}  # host copies of the inputs, to detect writes into them
+        self.inputs: dict[p.InputSet, tuple[tuple, dict]] = {}
+        self.reference: dict[p.InputSet, list[np.ndarray]] = {}
+        self.pristine: dict[p.InputSet, list[np.ndarray]] = {}  # host copies of the inputs, to detect writes into them
         self.budget: dict[str, Any] = {}  # verify.Budget as JSON: what a chaotic output may move (calibrated once)
         self.built: dict[str, Any] = {}  # builder.Built, or a _Deployed
         # Compile cache: recent builds by (program, options), kept after `release`, so a
@@ -104,11 +104,11 @@ class Worker:
         if not layout:
             return None
         if layout not in self.shardings:
-            names = self.leaf_names or [None] * len(self.inputs["main"][0])
+            names = self.leaf_names or [None] * len(self.inputs[p.InputSet.MAIN][0])
             self.shardings[layout] = tuple(shardings(Layout.parse(layout), names))
         return self.shardings[layout]
 
-    def _inputs(self, layout: str, input_set: str) -> tuple[tuple, dict]:
+    def _inputs(self, layout: str, input_set: p.InputSet) -> tuple[tuple, dict]:
         """An input set as a build of `layout` takes it: placed on its mesh once, then reused."""
         import jax
 
@@ -131,7 +131,7 @@ class Worker:
         cached = key in self.cache
         try:
             faults.inject(id, "compile", request.is_default)
-            args, kwargs = self._inputs(request.layout, "main")
+            args, kwargs = self._inputs(request.layout, p.InputSet.MAIN)
             if cached:
                 self.cache.move_to_end(key)
                 built, metrics = self.cache[key]
@@ -164,7 +164,7 @@ class Worker:
         start = time.perf_counter()
         try:
             faults.inject(id, "compile", request.is_default)
-            args, kwargs = self._inputs(request.layout, "main")
+            args, kwargs = self._inputs(request.layout, p.InputSet.MAIN)
             layout: dict[str, Any] = {} if not request.layout else {"in_shardings": self._shardings(request.layout)}
             jitted = jax.jit(self._program(request.program).call, compiler_options=request.options or None,
                              **layout)
@@ -177,14 +177,14 @@ class Worker:
         if faults.is_lazy(id):
             self.lazy[id] = None
         try:
-            check = self._check(id, "main", request.tolerance)
+            check = self._check(id, p.InputSet.MAIN, request.tolerance)
         except Exception as exc:
             return _failed(exc, TrialStatus.RUN_ERROR)
         if not check.verified:
             return p.Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
         return p.Deployed(time.perf_counter() - start)
 
-    def _call(self, id: str, input_set: str) -> Any:
+    def _call(self, id: str, input_set: p.InputSet) -> Any:
         import jax
 
         if id in self.lazy:  # test-only fault: the first result again, without computing
@@ -198,7 +198,7 @@ class Worker:
             time.sleep(self.slowdown_s[id])  # test-only fault
         return jax.block_until_ready(out)
 
-    def _outputs(self, id: str, input_set: str, phase: str = "run") -> list[np.ndarray]:
+    def _outputs(self, id: str, input_set: p.InputSet, phase: str = "run") -> list[np.ndarray]:
         import jax
 
         from xtat.runner import faults
@@ -230,14 +230,14 @@ class Worker:
                 outputs = [np.asarray(leaf) for leaf in jax.tree.leaves(
                     jax.block_until_ready(self.built[id].compiled(*moved)))]
                 runs.append(compare(outputs, self.reference[name], Tolerance()))
-        self.budget = calibrate_budget(runs, len(self.reference["main"])).to_json()
+        self.budget = calibrate_budget(runs, len(self.reference[p.InputSet.MAIN])).to_json()
         (self.folder / BUDGET_FILE).write_text(json.dumps(self.budget))
         return p.Referenced(self.budget)
 
-    def _check(self, id: str, input_set: str, tolerance: Tolerance, phase: str | None = None) -> p.Check:
+    def _check(self, id: str, input_set: p.InputSet, tolerance: Tolerance, phase: str | None = None) -> p.Check:
         from xtat.runner.verify import Budget, compare
 
-        phase = phase or ("verify" if input_set == "verify" else "run")
+        phase = phase or ("verify" if input_set is p.InputSet.VERIFY else "run")
         outputs = self._outputs(id, input_set, phase)
         self._inputs_intact(input_set)
         result = compare(outputs, self.reference[input_set], tolerance, Budget.from_json(self.budget))
@@ -250,7 +250,7 @@ class Worker:
              "norm": max((st.norm for st in result.stats.values()), default=0.0)},
         )
 
-    def _inputs_intact(self, input_set: str) -> None:
+    def _inputs_intact(self, input_set: p.InputSet) -> None:
         """A build that writes into its argument buffers (seen with copy-insertion switched off)
         would corrupt every later measurement in this worker: refuse it and restore the inputs."""
         import jax
@@ -268,10 +268,10 @@ class Worker:
         from xtat.runner import faults
 
         faults.inject(id, "run", is_default)
-        check = self._check(id, "main", tolerance)
-        if check.verified and "verify" in self.reference:
+        check = self._check(id, p.InputSet.MAIN, tolerance)
+        if check.verified and p.InputSet.VERIFY in self.reference:
             # A second input set catches stale or cached outputs that match on the first.
-            second = self._check(id, "verify", tolerance, phase="run")
+            second = self._check(id, p.InputSet.VERIFY, tolerance, phase="run")
             if not second.verified:
                 check = dataclasses.replace(second, mismatch=f"on the second input set: {second.mismatch}")
         return check
@@ -287,7 +287,7 @@ class Worker:
             check = self._verified(id, request.tolerance, request.is_default)
             if not check.verified:
                 return p.Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
-            call = lambda: self._call(id, "main")  # noqa: E731
+            call = lambda: self._call(id, p.InputSet.MAIN)  # noqa: E731
             inner = calibrate(call, policy)
             samples = [sample(call, inner) for _ in range(policy.samples)]
         except Exception as exc:
@@ -303,7 +303,7 @@ class Worker:
             check = self._verified(request.id, request.tolerance, False)
             if not check.verified:
                 return p.Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
-            return p.Prepared(calibrate(lambda: self._call(request.id, "main"), request.timing), check)
+            return p.Prepared(calibrate(lambda: self._call(request.id, p.InputSet.MAIN), request.timing), check)
         except Exception as exc:
             return _failed(exc, TrialStatus.RUN_ERROR)
 
@@ -323,7 +323,7 @@ class Worker:
         """Inner repeats for one sample of this build (the first call also warms it up)."""
         from xtat.runner.timing import calibrate
 
-        call = lambda: self._call(request.id, "main")  # noqa: E731
+        call = lambda: self._call(request.id, p.InputSet.MAIN)  # noqa: E731
         call()
         return p.Calibrated(calibrate(call, request.timing))
 
@@ -331,7 +331,7 @@ class Worker:
         """One timing sample; the parent interleaves samples of several builds (ABCABC...)."""
         from xtat.runner.timing import sample
 
-        return p.Sampled(sample(lambda: self._call(request.id, "main"), request.inner))
+        return p.Sampled(sample(lambda: self._call(request.id, p.InputSet.MAIN), request.inner))
 
     def release(self, request: p.Release) -> p.Done:
         """Forget builds by id; the compile cache may keep their executables a while longer."""

@@ -111,7 +111,7 @@ def open_ray_runner(captured: Capture, settings: TuneSettings, worker_class: typ
 
     from xtat.runner.ray import NodeWorker, RayPool, RayRunner, connect, start_workers
 
-    started = connect(settings.executor, settings.workers)
+    started = connect(settings.measured_by, settings.workers)
     pool = None
     try:
         with (local_runner or open_runner)(captured, settings) as local:

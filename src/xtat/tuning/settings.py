@@ -8,7 +8,8 @@ from typing import Any
 
 from xtat.core.errors import UserError
 from xtat.core.space import Config
-from xtat.model.objectives import OBJECTIVES
+from xtat.model.objectives import OBJECTIVES, Objective
+from xtat.runner.base import Executor, ExecutorKind
 from xtat.runner.timing import TimingPolicy
 from xtat.runner.verify import Tolerance
 from xtat.stages.registry import STAGE_ORDER
@@ -87,13 +88,13 @@ class TuneSettings:
     # paired speedups x (1 + race_margin) is below the incumbent's speedup. None: the whole short block.
     race_margin: float | None = 0.05
     race_min_samples: int = 3
-    objectives: tuple[str, ...] = ("time",)  # with more, the result carries their Pareto front
+    objectives: tuple[Objective | str, ...] = (Objective.TIME,)  # with more, the result carries their Pareto front
     # Other stores whose workloads' timed configs a strategy that learns across workloads
     # (`uses_prior`: model) also trains on, as it does on this store's other workloads.
     learn_from: tuple[str, ...] = ()
     # Where candidates are measured: "local" (worker processes on this machine) or "ray" / "ray:ADDRESS"
     # (workers on a Ray cluster, `runner.ray`), and by how many workers at once.
-    executor: str = "local"
+    executor: Executor | str = Executor()  # an Executor, or its text (`--executor`), made an Executor
     workers: int = 1
     # Local compile slots (`runner.process.ProcessRunner.slots`): candidates compiled side by side, never
     # while one is timed. With more than one, the strategy is asked ahead of results, so a resumed run
@@ -125,24 +126,30 @@ class TuneSettings:
         if self.formulation not in FORMULATIONS:
             raise UserError(f"--formulation {self.formulation!r}: choose one of {', '.join(FORMULATIONS)}")
         object.__setattr__(self, "formulation", Formulation(self.formulation))
-        if not self.objectives or self.objectives[0] != "time" or \
+        if not self.objectives or self.objectives[0] != Objective.TIME or \
                 any(o not in OBJECTIVES for o in self.objectives) or len(set(self.objectives)) < len(self.objectives):
             raise UserError(f"--objectives {','.join(self.objectives)}: start with time, then any of "
                             f"{', '.join(OBJECTIVES[1:])} (adoption is always on run time)")
+        object.__setattr__(self, "objectives", tuple(Objective(o) for o in self.objectives))
         if self.race_min_samples < 3 or (self.race_margin is not None and self.race_margin < 0):
             raise UserError("racing needs race_min_samples >= 3 and race_margin >= 0 (or None to turn it off)")
 
         if self.workers < 1:
             raise UserError("--workers must be at least 1")
-        if self.executor != "local" and self.executor != "ray" and not self.executor.startswith("ray:"):
-            raise UserError(f"--executor {self.executor!r}: choose local, ray (this machine's cluster, or a new "
-                            "local one) or ray:ADDRESS (e.g. ray:10.0.0.5:6379)")
-        if self.executor == "local" and self.workers > 1:
+        if isinstance(self.executor, str):
+            object.__setattr__(self, "executor", Executor.parse(self.executor))
+        if self.measured_by.kind is ExecutorKind.LOCAL and self.workers > 1:
             raise UserError("--workers above 1 needs --executor ray: one machine times one candidate at a time")
         if self.compile_slots < 1:
             raise UserError("--compile-slots must be at least 1")
         if self.lease_s <= 0:
             raise UserError("lease_s must be positive")
+
+    @property
+    def measured_by(self) -> Executor:
+        """The executor, as the Executor `__post_init__` made it."""
+        assert isinstance(self.executor, Executor)
+        return self.executor
 
     @classmethod
     def at(cls, effort: Effort | str, **overrides: Any) -> TuneSettings:
