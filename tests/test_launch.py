@@ -91,7 +91,7 @@ def test_records_made_under_other_xla_flags_are_not_applied(db):
 
 # ---------------------------------------------------------------- compile options, with no edit
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support")
 # The user's script: tiny_mlp's function under plain jax.jit, called, then its optimised HLO (the
 # AOT path reaches the same compile step); and a program nobody tuned.
 SCRIPT = ("import hashlib, sys; sys.path.insert(0, {tests!r}); import jax; from tiny import mlp, _mlp_inputs; "

@@ -90,15 +90,15 @@ def measure(run: RunContext, config: Config, candidate: Candidate, key: str, tri
 
 
 def recorded_timing(trial: Trial) -> Timing | None:
-    """A finished trial's timing as recorded (a duplicate reuses its twin's); None when it has none."""
+    """A finished trial's figures, for a duplicate to reuse (its samples stay its twin's own); None
+    when it has none."""
     if trial.median_s is None:
         return None
     ci = (trial.ci_low_s, trial.ci_high_s) if trial.ci_low_s is not None and trial.ci_high_s is not None else None
     speedup = ((trial.speedup, trial.speedup_low, trial.speedup_high)
                if trial.speedup is not None and trial.speedup_low is not None and trial.speedup_high is not None
                else None)
-    return Timing(trial.median_s, ci, tuple(trial.samples) if trial.samples else None,
-                  tuple(trial.reference_samples) if trial.reference_samples else None, speedup)
+    return Timing(trial.median_s, ci, speedup=speedup)
 
 
 def race_incumbent(trials: list[Trial]) -> float:
