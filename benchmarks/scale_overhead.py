@@ -37,9 +37,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))  # the test doubles (tests/support/doubles.py)
 
-from doubles import FakeRunner, fake_runner_factory  # noqa: E402
-
 import xtat  # noqa: E402
+from doubles import FakeRunner, fake_runner_factory  # noqa: E402
 from xtat.store.sql import default_location  # noqa: E402
 from xtat.tuning.session import open_ray_runner  # noqa: E402
 

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from records import ended
 from tiny import FAST, tiny_target
-
 from xtat.compare.analysis import (
     BASELINE,
     Point,
@@ -161,7 +161,6 @@ def test_remeasure_reads_back_a_record_covering_every_incumbent(tmp_path):
 
 def test_remeasure_times_each_incumbent_beside_its_own_default_in_its_own_process(tmp_path, monkeypatch):
     from tiny import tiny_mlp
-
     from xtat.runner.process import ProcessRunner
 
     configs = [{"codegen": {"xla_backend_optimization_level": 1}}, {"codegen": {"xla_cpu_prefer_vector_width": 128}}]

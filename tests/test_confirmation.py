@@ -10,9 +10,9 @@ import sys
 import time
 
 import pytest
-from tiny import CHUNKED, tiny_chunked_mlp
 
 import xtat
+from tiny import CHUNKED, tiny_chunked_mlp
 from xtat.runner.load import LoadMonitor, MachineLoad, cpu_ticks
 from xtat.tuning.confirmation import SequentialDesign, Verdict
 from xtat.tuning.result import AdoptionOutcome

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import jax
 import numpy as np
 import pytest
-from records import ended
-from tiny import CHUNKED, mlp, tiny_chunked_mlp, tiny_mlp
 
 import xtat
+from records import ended
+from tiny import CHUNKED, mlp, tiny_chunked_mlp, tiny_mlp
 from xtat.capture.workload import capture
 from xtat.core.candidate import Candidate
 from xtat.core.errors import UserError

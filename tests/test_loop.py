@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from doubles import FakeRunner, MemoryStore, fake_runner_factory
-from tiny import FAST, tiny_mlp
 
 import xtat
+from doubles import FakeRunner, MemoryStore, fake_runner_factory
+from tiny import FAST, tiny_mlp
 from xtat.core.candidate import Candidate
 from xtat.core.status import TrialStatus
 from xtat.search import STRATEGIES

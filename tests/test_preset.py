@@ -10,10 +10,10 @@ import sys
 import jax
 import numpy as np
 import pytest
-from records import adopt
-from tiny import mlp, tiny_mlp
 
 import xtat
+from records import adopt
+from tiny import mlp, tiny_mlp
 from xtat.build.builder import executable_identity, identity_of
 
 XTAT = [sys.executable, "-m", "xtat.cli.app"]

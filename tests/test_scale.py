@@ -17,9 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tiny import FAST, tiny_mlp, tiny_target
 
 import xtat
+from tiny import FAST, tiny_mlp, tiny_target
 from xtat.core.errors import UserError
 from xtat.core.space import config_id
 from xtat.core.status import FINAL_STATUSES, TrialStatus

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sharded_two_layer import BATCH, D_FF, D_MODEL, D_OUT, two_layer_marked, workload
 
 import xtat
+from sharded_two_layer import BATCH, D_FF, D_MODEL, D_OUT, two_layer_marked, workload
 from xtat.capture.workload import capture
 from xtat.core.candidate import Candidate
 from xtat.core.errors import UserError

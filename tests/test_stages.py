@@ -6,9 +6,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tiny import FAST, tiny_mlp
 
 import xtat
+from tiny import FAST, tiny_mlp
 from xtat.core.candidate import Candidate, ProcessSetup
 from xtat.core.space import Decision, Space
 from xtat.search.sweep import SweepThenRandom

@@ -6,8 +6,8 @@ import json
 import sqlite3
 
 import pytest
-from records import ended
 
+from records import ended
 from xtat.capture.workload import fingerprint
 from xtat.core.errors import StoreError, UserError
 from xtat.core.space import config_key
@@ -248,9 +248,8 @@ def test_import_refuses_records_that_would_not_be_applied(new_store, mutate, mes
 
 
 def test_numerics_opt_in_travels_with_the_record(new_store):
-    from tiny import mlp, tiny_mlp
-
     import xtat
+    from tiny import mlp, tiny_mlp
 
     document = _exported(new_store(), {"codegen": {"xla_cpu_enable_fast_math": True}},
                          settings={"allow_numerics_change": True, "rtol": 1e-3})

@@ -8,11 +8,11 @@ import itertools
 import sqlite3
 
 import pytest
+
+import xtat
 from doubles import FakeRunner, fake_runner_factory
 from records import ended
 from tiny import FAST, tiny_mlp
-
-import xtat
 from xtat.core.errors import UserError
 from xtat.core.space import Config, Decision, Space, config_key, is_active
 from xtat.search import STRATEGIES, make_strategy

@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tiny import CHUNKED, FAST, chunks, tiny_chunked_mlp, tiny_mlp, tiny_nan_max
 
 import xtat
+from tiny import CHUNKED, FAST, chunks, tiny_chunked_mlp, tiny_mlp, tiny_nan_max
 from xtat.core.errors import UserError
 from xtat.core.space import config_id
 from xtat.core.status import FINAL_STATUSES

@@ -202,9 +202,8 @@ def logistic_map(x0, weights):
 def test_a_chaotic_output_gets_a_budget_and_a_wrong_steady_output_still_fails(db):
     import sqlite3
 
-    from tiny import FAST
-
     import xtat
+    from tiny import FAST
 
     x0 = np.linspace(0.1, 0.9, 64, dtype=np.float32)
     weights = np.linspace(-1, 1, 64, dtype=np.float32)
@@ -239,9 +238,8 @@ def scalar_loss(x, form: str = "sum"):
 def test_a_loss_a_tenth_of_a_percent_off_is_a_wrong_result_and_reassociation_is_not(db):
     import sqlite3
 
-    from tiny import FAST
-
     import xtat
+    from tiny import FAST
 
     def inputs(seed):
         return (np.random.default_rng(seed).normal(size=262_144).astype(np.float32),)

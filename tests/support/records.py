@@ -7,7 +7,6 @@ as a tuning run would leave it.
 from __future__ import annotations
 
 from tiny import tiny_mlp
-
 from xtat.capture.workload import capture
 from xtat.core.status import TrialStatus
 from xtat.store.records import ResultDetail, Timing, TrialOutcome

@@ -44,8 +44,8 @@ def deploy(db: str, fn=two_layer, layout: str = "data=2; batch:data") -> dict:
     """An adopted layout applied by xtat.jit: where its outputs live, whether they are the reference's, and
     how many sharding constraints its program has (the inputs' and the marked intermediates')."""
     import jax
-    from records import adopt
 
+    from records import adopt
     from xtat.capture.workload import capture
 
     w = workload(fn=fn)
@@ -73,8 +73,8 @@ def marked(db: str) -> dict:
     """The marked model: the constraints in the program exported per layout, every layout tuned and
     verified, and an adopted layout deployed by xtat.jit with its marked intermediate laid out."""
     import jax
-    from tiny import FAST
 
+    from tiny import FAST
     from xtat.capture.workload import capture
     from xtat.tuner import rewritten_exporter
 
