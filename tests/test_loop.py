@@ -256,6 +256,33 @@ def test_time_is_the_search_wall_time_whatever_the_number_of_workers():
     assert time.perf_counter() - started < 2.0 + 5.0  # and it stopped near its wall-time budget
 
 
+def test_a_tuner_decides_when_its_own_configs_are_measured_not_when_a_larger_budget_is_spent(db):
+    """Issue 33: two tuners share one store (SQLite, claims under leases); one with a budget of 4
+    decides while the other, with 40, is still searching, and the larger decides again on its
+    larger basis. Before, every tuner waited for every other's search."""
+    big = Workers(faster_with(WIDTH, 512, 1.5), count=1, seconds=0.15)
+    small = Workers(faster_with(WIDTH, 512, 1.5), count=1, seconds=0.15)
+    settings = {**FAST, "stages": ("codegen",), "strategy": "random"}
+    larger: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: larger.update(result=xtat.tune(
+        tiny_mlp(), db=db, runner=fake_runner_factory(big), **settings, budget=40, seed=1)))
+    thread.start()
+    time.sleep(1.0)  # the larger search is under way
+    smaller = xtat.tune(tiny_mlp(), db=db, runner=fake_runner_factory(small), **settings, budget=4, seed=2)
+    with Store.open(db, read_only=True) as store:
+        (workload,) = store.workloads()
+        measured_then = len(store.trials(workload.id))
+        decided_then = len(store.results(workload.id))
+    thread.join(timeout=120)
+    assert not thread.is_alive() and "result" in larger
+    assert decided_then >= 1 and measured_then < 40, (decided_then, measured_then)  # it did not wait
+    with Store.open(db, read_only=True) as store:
+        results = store.results(workload.id)
+    assert len(results) >= 2 and results[-1].detail.basis is not None  # the larger decided again
+    assert len(results[-1].detail.basis) > len(results[0].detail.basis)
+    assert smaller.outcome in tuple(AdoptionOutcome)
+
+
 # -- paired timing (runner.timing.paired), on callables that return the test's "samples" ------------
 
 def drifting(seconds: float, clock: list[int], drift: float = 0.5):

@@ -390,21 +390,3 @@ def test_claims_and_locks_taken_at_the_same_moment_have_one_winner(new_store):
             assert sum(locks) == 1, locks
     for s in stores:
         s.close()
-
-
-def test_a_run_searches_under_a_lease_until_it_decides_or_its_tuner_dies(new_store):
-    from xtat.core.status import RunStatus
-
-    store = Store.open(new_store())
-    wid = store.upsert_workload("f" * 64, "p" * 64, "w", {"jaxlib": "x"}, {})
-    run = store.begin_run(wid, {}, "a:1:x", 60)
-    assert store.searching_elsewhere(wid, "b:2:y") == 1 and store.searching_elsewhere(wid, "a:1:x") == 0
-    store.set_run_status(run, RunStatus.DECIDING)
-    assert store.searching_elsewhere(wid, "b:2:y") == 0
-    store.set_run_status(run, RunStatus.SEARCHING)
-    store.renew("a:1:x", -1.0)  # its heartbeat stopped
-    assert store.searching_elsewhere(wid, "b:2:y") == 0
-    store.renew("a:1:x", 60.0)
-    assert store.searching_elsewhere(wid, "b:2:y") == 1
-    store.finish_run(run)
-    assert store.searching_elsewhere(wid, "b:2:y") == 0

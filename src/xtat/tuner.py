@@ -139,7 +139,7 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
         finally:
             search.close()
         decide_started = time.perf_counter()
-        with deciding(run):
+        with deciding(run, search.keys):
             result = _decide(run, search, search_load, searched)
         decide_s = time.perf_counter() - decide_started
     store.finish_run(run_id)
@@ -151,12 +151,14 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
 
 
 @contextmanager
-def deciding(run: RunContext) -> Iterator[None]:
-    """One decision per workload at a time, from every tuner's trials: a tuner sharing the study first
-    waits until the other tuners' searches are over and their trials finished, then for the decision lock."""
+def deciding(run: RunContext, needed: set[str]) -> Iterator[None]:
+    """One decision per workload at a time, from every tuner's finished trials, made as soon as the
+    configs this run considered (`needed`, by key) are measured: a tuner sharing the study with one of
+    a larger budget does not wait for that one's search (it decides again, on its larger basis).
+    Then the decision lock."""
     store, name, workload_id = run.store, f"decide:{run.workload_id}", run.workload_id
     store.set_run_status(run.run_id, RunStatus.DECIDING)
-    while (store.searching_elsewhere(workload_id, run.owner) or store.claimed_elsewhere(workload_id, run.owner)
+    while (any(t.config_key in needed for t in store.claimed_elsewhere(workload_id, run.owner))
            or not store.try_lock(name, run.owner, run.settings.lease_s)):
         time.sleep(POLL_S)
     try:

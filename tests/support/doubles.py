@@ -250,9 +250,6 @@ class MemoryStore:
     def set_run_status(self, run_id: int, status: RunStatus) -> None:
         self._runs[run_id]["status"] = status
 
-    def searching_elsewhere(self, workload_id: int, owner: str) -> int:
-        return 0  # one tuner: the memory store is not shared
-
     def finish_run(self, run_id: int, status: RunStatus = RunStatus.FINISHED) -> None:
         self._runs[run_id]["status"] = status
 

@@ -99,10 +99,6 @@ class TuningStorage(LookupReads, Protocol):
 
     def set_run_status(self, run_id: int, status: RunStatus) -> None: ...
 
-    def searching_elsewhere(self, workload_id: int, owner: str) -> int:
-        """How many runs of the workload other live tuners are still searching."""
-        ...
-
     def finish_run(self, run_id: int, status: RunStatus = RunStatus.FINISHED) -> None: ...
 
     # trials: one row per config of a workload, claimed by one tuner, then finished

@@ -372,14 +372,6 @@ class Store:
         with self._write() as conn:
             conn.execute(sa.update(s.runs).where(s.runs.c.id == run_id).values(status=RunStatus(status).value))
 
-    def searching_elsewhere(self, workload_id: int, owner: str) -> int:
-        """Runs of the workload that another live tuner is still searching."""
-        r = s.runs.c
-        rows = self._rows(sa.select(r.owner).where(
-            r.workload_id == workload_id, r.status == RunStatus.SEARCHING.value, r.owner != owner,
-            r.lease_until >= time.time()))
-        return sum(not _owner_is_dead(row.owner) for row in rows)
-
     def run_settings(self, run_id: int | None) -> dict | None:
         """The settings a run recorded (None for an unknown run, or a result that came without one)."""
         if run_id is None:
