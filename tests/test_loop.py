@@ -260,7 +260,7 @@ def test_a_tuner_decides_when_its_own_configs_are_measured_not_when_a_larger_bud
     """Issue 33: two tuners share one store (SQLite, claims under leases); one with a budget of 4
     decides while the other, with 40, is still searching, and the larger decides again on its
     larger basis. Before, every tuner waited for every other's search."""
-    big = Workers(faster_with(WIDTH, 512, 1.5), count=1, seconds=0.15)
+    big = Workers(faster_with(WIDTH, 512, 1.5), count=2, seconds=0.15)  # a claim in flight at every moment
     small = Workers(faster_with(WIDTH, 512, 1.5), count=1, seconds=0.15)
     settings = {**FAST, "stages": ("codegen",), "strategy": "random"}
     larger: dict[str, object] = {}
