@@ -20,7 +20,7 @@ from collections import Counter
 
 from xtat.capture.workload import capture
 from xtat.core.candidate import Candidate
-from xtat.runner.protocol import Failed
+from xtat.runner.protocol import Failed, InputSet
 from xtat.runner.verify import Tolerance
 from xtat.stages.base import concretize
 from xtat.stages.codegen.curated import BY_PLATFORM
@@ -56,7 +56,7 @@ def sweep(spec: str, passes: bool) -> dict:
                 row.update(status=built.status.value, error=built.error[:300])
             else:
                 replies = [runner.verify(f"c{number}", candidate, Tolerance(), input_set=name)
-                           for name in ("main", "verify")]
+                           for name in InputSet]
                 runner.release(f"c{number}", candidate)
                 checks = [r.check for r in replies if r.check is not None]
                 failed = next((r for r in replies if isinstance(r, Failed)), None)
