@@ -24,12 +24,5 @@ def open_store(location: str | Path | None = None, read_only: bool = False) -> S
     return Store.open(location, read_only=read_only)
 
 
-def schema_version() -> int:
-    """The schema this xtat writes."""
-    from xtat.store.rows import SCHEMA_VERSION
-
-    return SCHEMA_VERSION
-
-
 __all__ = ["ExchangeStorage", "LookupReads", "ProfileStorage", "Storage", "TuningStorage", "default_location",
-           "default_path", "is_url", "open_store", "owner_id", "schema_version", "sqlite_path"]
+           "default_path", "is_url", "open_store", "owner_id", "sqlite_path"]

@@ -142,14 +142,13 @@ class Field:
     kinds: tuple[type, ...]  # JSON types an export document may give it (checked on import)
     stored_as_json: bool = False  # a JSON text column
     exported: bool = True  # ids of this store (same_as) do not travel
-    finished: bool = True  # set by finish_trial
     required: bool = False  # an export document must have it
 
 
 TRIAL_FIELDS = (
-    Field("config", (dict,), stored_as_json=True, finished=False, required=True),
-    Field("config_key", (str,), finished=False, required=True),
-    Field("status", (str,), finished=False, required=True),
+    Field("config", (dict,), stored_as_json=True, required=True),
+    Field("config_key", (str,), required=True),
+    Field("status", (str,), required=True),
     Field("error", (str, type(None))),
     Field("compile_s", _NUMBER),
     Field("exe_hash", (str, type(None))),
@@ -162,7 +161,7 @@ TRIAL_FIELDS = (
     Field("same_as", (int, type(None)), exported=False),
     Field("worker_s", _NUMBER),
     Field("spent_s", _NUMBER),
-    Field("created_at", (int, float), finished=False, required=True),
+    Field("created_at", (int, float), required=True),
     Field("metrics", (dict, type(None)), stored_as_json=True),
     Field("raced", (bool,)),
     Field("node", (str, type(None))),
