@@ -6,7 +6,7 @@
 
 What is measured is xtat's own machinery, not XLA: the search loop, the PostgreSQL store (a fresh
 database per row, made on the server of $XTAT_DB or --db), the Ray executor (a local Ray with
-one `xtat_device` unit per worker), leases and heartbeat. Only the candidates are fake:
+one CPU per worker), leases and heartbeat. Only the candidates are fake:
 `SleepingWorker`, a TEST DOUBLE of `runner.ray.NodeWorker`, "compiles" by sleeping --compile
 seconds and "times" by sleeping --measure seconds, then answers with a distinct executable
 and a made-up time; the local part (reference and confirmation) is `tests/support/doubles.FakeRunner`,
@@ -142,8 +142,7 @@ def main() -> None:
     if not server.startswith("postgresql://"):
         sys.exit("give a PostgreSQL server: --db postgresql://... or XTAT_DB=\"$(./scripts/postgres)\"")
     counts = [int(n) for n in args.workers.split(",")]
-    ray.init(num_cpus=max(counts), resources={"xtat_device": max(counts)}, include_dashboard=False,
-             logging_level=logging.ERROR, log_to_driver=False)
+    ray.init(num_cpus=max(counts), include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     rows = []
     try:
         print("| workers | trials | search window s | trials per hour | workers busy | overhead per trial s |")

@@ -104,6 +104,13 @@ def test_tune_json_contract_show_trials_apply_export_import(db, tmp_path):
     assert len(_trials(other)) == 3
 
 
+def test_what_the_users_code_prints_goes_to_stderr_and_stdout_keeps_the_result(db):
+    result = run("tune", tiny_target("tiny_noisy_mlp"), "--db", db, "--budget", "1", "--json")
+    assert json.loads(result.stdout)["workload"] == "tiny_noisy_mlp"  # the one JSON document, nothing else
+    assert "noise from the user's code (print)" in result.stderr
+    assert "noise from the user's code (fd 1)" in result.stderr
+
+
 @pytest.mark.slow  # the default run kills and resumes the CLI in test_reliability.py (compile, SIGKILL)
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(db):
     budget = 8

@@ -12,14 +12,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import xtat
-from tiny import FAST, tiny_mlp, tiny_target
+from tiny import chunks, tiny_target
 from xtat.core.errors import UserError
 from xtat.core.space import config_id
 from xtat.core.status import FINAL_STATUSES, TrialStatus
@@ -152,58 +154,156 @@ def timing_log(tmp_path, monkeypatch) -> Path:
     return log
 
 
+@dataclass(frozen=True)
+class RayNodes:
+    address: str  # the head's, as --executor ray:ADDRESS takes it
+    raylets: dict[str, int]  # the raylet's pid of each worker node, by name ("two-cpu", "one-cpu")
+
+
+def _processes_marked(marker: str) -> list[int]:
+    """The live processes whose environment holds `marker` (all of one test cluster, daemons included)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _raylet(port: int) -> int:
+    """The pid of the raylet listening on node manager port `port`."""
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if entry.name.isdigit() and argv and argv[0].endswith(b"raylet") and \
+                f"--node_manager_port={port}".encode() in argv:
+            return int(entry.name)
+    raise AssertionError(f"no raylet on port {port}")
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture
-def ray_cluster(timing_log):
-    """A head node and a second node, one CPU and one `xtat_device` unit each, as `ray start` makes
-    them (their workers log their timings to `timing_log`); stopped after the test. Yields the
-    cluster (`ray.cluster_utils.Cluster`) and the second node."""
-    import ray
-    from ray.cluster_utils import Cluster
-
-    node = dict(num_cpus=1, resources={"xtat_device": 1})
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
-    second = cluster.add_node(**node)
-    cluster.wait_for_nodes()
+def ray_nodes(timing_log, tmp_path):
+    """A Ray cluster as a team runs one, here on loopback: a head (`ray start --head`, no CPU of its own,
+    so no worker runs there) and two worker nodes joined to it as their own processes (`ray start
+    --address`), one with two CPUs and one with one. Every process of it inherits this environment
+    (the test hooks, the timing log) and a marker, by which all of them are killed afterwards."""
+    marker = f"XTAT_TEST_RAY_CLUSTER={os.getpid()}-{time.monotonic_ns()}"
+    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1],
+           # The head notices a dead node within ~2 s instead of Ray's default ~30 s.
+           "RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "3"}
+    ray = str(Path(sys.executable).with_name("ray"))
+    address = f"127.0.0.1:{_free_port()}"
+    common = ["--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
+    ports = {"two-cpu": _free_port(), "one-cpu": _free_port()}
     try:
-        yield cluster, second
+        subprocess.run([ray, "start", "--head", "--port", address.split(":")[1], "--num-cpus", "0",
+                        "--include-dashboard", "false", *common], env=env, check=True, capture_output=True)
+        for name, cpus in (("two-cpu", 2), ("one-cpu", 1)):
+            subprocess.run([ray, "start", "--address", address, "--num-cpus", str(cpus),
+                            "--node-manager-port", str(ports[name]), *common], env=env, check=True,
+                           capture_output=True)
+        subprocess.run([sys.executable, "-c", f"""
+import time, ray
+ray.init(address={address!r}, logging_level="ERROR")
+deadline = time.monotonic() + 60
+while ray.cluster_resources().get("CPU", 0) < 3 and time.monotonic() < deadline:
+    time.sleep(0.2)
+assert ray.cluster_resources().get("CPU", 0) == 3, ray.cluster_resources()
+"""], env=env, check=True, capture_output=True, timeout=120)
+        yield RayNodes(address, {name: _raylet(port) for name, port in ports.items()})
     finally:
-        ray.shutdown()
-        cluster.shutdown()
+        for pid in _processes_marked(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
-def test_a_run_on_a_two_node_ray_cluster_uses_both_and_survives_a_node_killed_mid_run(
-        ray_cluster, timing_log, postgres_database):
-    cluster, second = ray_cluster
-    url, log = postgres_database(), timing_log
-    killed: list[str] = []
+def test_a_run_on_a_ray_cluster_of_separate_nodes_survives_a_node_killed_mid_run(
+        ray_nodes, timing_log, postgres_database, tmp_path):
+    """`xtat tune --executor ray:ADDRESS` on the cluster `ray_nodes` starts: two workers, spread over the
+    two worker nodes. While the one-CPU node's worker times a candidate, its raylet is SIGKILLed. The
+    trial records the loss, a replacement worker starts on the two-CPU node's free CPU and measures it,
+    the run finishes with every config recorded once, and it adopts what the same run on one machine
+    adopts: every build but one is made 1 ms slower (TEST-ONLY), so the rule has one right answer."""
+    url = postgres_database()
+    winner = chunks(4)  # third in the sweep
+    env = {**os.environ, "XTAT_FAULT": f"!{config_id(winner)}:run:slow"}
+    args = ["tune", tiny_target("tiny_chunked_mlp"), "--stages", "program", "--budget", "6", "--json",
+            "--adopt-under-load"]
+    killed: list[int] = []
+    parents: dict[int, int] = {}  # each timing worker's parent: its node's raylet
+    stop = threading.Event()
 
-    def on_trial(event) -> None:
-        # Once each node has finished a trial, kill the second: it is measuring a config, or gets
-        # one next (the loop gives a worker a config as soon as it is free).
-        with Store.open(url, read_only=True) as store:
-            nodes = {t.node for w in store.workloads() for t in store.trials(w.id) if t.node}
-        if not killed and len(nodes) == 2:
-            killed.append(second.node_id[:8])
-            cluster.remove_node(second, allow_graceful=False)
+    def watch() -> None:
+        """Notes where each timing runs; kills the one-CPU node's raylet once a timing starts there."""
+        raylet = ray_nodes.raylets["one-cpu"]
+        while not stop.is_set():
+            for event in _timings(timing_log):
+                if event["event"] != "start" or event["pid"] in parents:
+                    continue
+                try:
+                    parents[event["pid"]] = _parent(event["pid"])
+                except (OSError, ValueError):
+                    continue
+                if parents[event["pid"]] == raylet and not killed:
+                    os.kill(raylet, signal.SIGKILL)
+                    killed.append(event["pid"])
+            time.sleep(0.02)
 
-    with pytest.raises(UserError, match="offers 2 'xtat_device' unit"):  # one worker per device unit
-        xtat.tune(tiny_mlp(), db=url, executor=f"ray:{cluster.address}", workers=3, stages=("codegen",), **FAST)
-    result = xtat.tune(tiny_mlp(), db=url, executor=f"ray:{cluster.address}", workers=2, stages=("codegen",),
-                       budget=8, on_trial=on_trial, **FAST)
-    assert killed, "the second node never finished a trial"
+    cluster = ["--executor", f"ray:{ray_nodes.address}"]
+    too_many = subprocess.run([*XTAT, *args, "--db", str(tmp_path / "refused.db"), *cluster, "--workers", "4"],
+                              env=env, capture_output=True, text=True, timeout=400)
+    assert too_many.returncode == 2 and "offers 3 CPU(s) and each worker holds 1" in too_many.stderr, too_many.stderr
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        on_cluster = subprocess.run([*XTAT, *args, "--db", url, *cluster, "--workers", "2"], env=env,
+                                    capture_output=True, text=True, timeout=400)
+    finally:
+        stop.set()
+        watcher.join()
+    assert on_cluster.returncode == 0, on_cluster.stderr[-3000:]
+    assert killed, "no timing started on the one-CPU node"
     trials = assert_study_whole(url)
-    nodes = Counter(t.node.split("/")[1] for t in trials if t.config and t.node)
-    assert len(nodes) == 2 and killed[0] in nodes, nodes  # measured on both nodes, recorded per trial
+    assert len(trials) == 6  # every config once: nothing lost, nothing measured twice
     lost = [t for t in trials if t.lost_nodes]
-    assert lost and all(killed[0] in t.lost_nodes[0] for t in lost)  # recorded, then retried
-    assert all(killed[0] not in t.node for t in lost)  # retried elsewhere: measured on the surviving node
-    events = _timings(log)
-    for node in {e["node"] for e in events}:  # one device unit per node: never two timings at once there
+    assert len(lost) == 1 and lost[0].status == TrialStatus.OK, [(t.config, t.lost_nodes) for t in trials]
+    assert lost[0].node.split("/")[1] not in lost[0].lost_nodes[0]  # measured again elsewhere
+    assert len({t.node for t in trials if t.node}) == 2  # both worker nodes measured
+    # The replacement: a third worker process, on the two-CPU node, timed after the loss.
+    events = _timings(timing_log)
+    after_loss = [e["at"] for e in events if e["event"] == "start" and e["pid"] == killed[0]][0]
+    on_two_cpu = {pid for pid, parent in parents.items() if parent == ray_nodes.raylets["two-cpu"]}
+    assert len(on_two_cpu) == 2, parents
+    replacement = [e for e in events if e["pid"] in on_two_cpu and e["at"] > after_loss]
+    assert replacement, "nothing was timed on the two-CPU node after the loss"
+    first_seen = {pid: min(e["at"] for e in events if e["pid"] == pid) for pid in on_two_cpu}
+    assert max(first_seen.values()) > after_loss  # one of them started after the loss: the replacement
+    for node in {e["node"] for e in events}:  # never two timings at once on one node
         assert_never_two_timings_at_once([e for e in events if e["node"] == node])
-    assert result.finalists or result.message  # the same adoption as a local run decided
-    with Store.open(url, read_only=True) as store:
-        (workload,) = store.workloads()
-        assert len(store.results(workload.id)) == 1
+
+    on_one_machine = subprocess.run([*XTAT, *args, "--db", str(tmp_path / "local.db")], env=env,
+                                    capture_output=True, text=True, timeout=400)
+    assert on_one_machine.returncode == 0, on_one_machine.stderr[-3000:]
+    decided = [json.loads(run.stdout) for run in (on_cluster, on_one_machine)]
+    assert [(d["adopted"], d["best_config"]) for d in decided] == [(True, {"program": winner})] * 2, decided
 
 
 @pytest.mark.parametrize("settings, message", [

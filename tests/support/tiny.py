@@ -26,6 +26,15 @@ def tiny_mlp() -> xtat.Workload:
     return xtat.Workload(mlp, _mlp_inputs(0), name="tiny_mlp", make_inputs=_mlp_inputs)
 
 
+def tiny_noisy_mlp() -> xtat.Workload:
+    """tiny_mlp, made by code that writes to stdout, as Python (print) and as a C library would (fd 1)."""
+    import os
+
+    print("noise from the user's code (print)")
+    os.write(1, b"noise from the user's code (fd 1)\n")
+    return xtat.Workload(mlp, _mlp_inputs(0), name="tiny_noisy_mlp")
+
+
 # Fast settings for tests: short samples, short deadlines, few rounds. The tests check what is
 # decided, not how fast: a winner is adopted whatever else loads the test machine (the load
 # rule has tests of its own, in test_tune.py).

@@ -15,7 +15,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from xtat.cli.common import console, names, out, user_errors
+from xtat.cli.common import console, emit, names, out, results_only_on_stdout, user_errors
 from xtat.cli.common import fail as _fail
 from xtat.core.errors import UserError
 from xtat.core.status import TrialStatus
@@ -56,6 +56,7 @@ def _ms(value: float | None) -> str:
 
 
 @app.command()
+@results_only_on_stdout
 def tune(
     target: str | None = typer.Argument(None, help="package.module:attr or path/to/file.py:attr; "
                                            "default: the built-in MoE training step."),
@@ -88,9 +89,9 @@ def tune(
                                        "(default: its own, or module:attr / file:attr)."),
     executor: str = typer.Option("local", "--executor", help="Where candidates are measured: local (worker "
                                  "processes here), ray (this machine's Ray cluster, or a new local one) or "
-                                 "ray:ADDRESS (a Ray cluster whose nodes offer an xtat_device resource)."),
+                                 "ray:ADDRESS (the Ray cluster at that address)."),
     workers: int = typer.Option(1, "--workers", help="Candidates measured at once (with --executor ray): "
-                                "one per xtat_device unit of the cluster."),
+                                "workers spread over the cluster, each holding a CPU (on GPU, its GPUs)."),
     compile_slots: int = typer.Option(1, "--compile-slots", help="Candidates compiled side by side on this "
                                       "machine, never while one is timed (e.g. one per core); with more than "
                                       "one a resumed run may ask other configs than the interrupted one."),
@@ -221,7 +222,7 @@ def _tune_one(workload: Workload, settings: TuneSettings, db: str | None, as_jso
                 "best_config")
         document = result.to_json()
         # One compact line, last, so that scripts can take the final line of stdout.
-        sys.stdout.write(json.dumps({**{k: document[k] for k in keys}, **document}) + "\n")
+        emit(json.dumps({**{k: document[k] for k in keys}, **document}) + "\n")
     return result
 
 
@@ -354,7 +355,7 @@ def export_(path: Path = typer.Argument(..., help="File to write ('-' for stdout
         except UserError as exc:
             _fail(str(exc))
     if str(path) == "-":
-        sys.stdout.write(document)
+        emit(document)
     else:
         path.write_text(document)
         console.print(f"wrote {path}")
@@ -566,6 +567,7 @@ def _compare_runs(command: list[str], db: str | None, rounds: int, profile_name:
 
 
 @app.command()
+@results_only_on_stdout
 def explain(target: str | None = typer.Argument(None, help="The workload's TARGET, as for `xtat tune`."),
             db: str | None = DbOption,
             rounds: int = typer.Option(21, help="Interleaved timing rounds."),
@@ -580,7 +582,7 @@ def explain(target: str | None = typer.Argument(None, help="The workload's TARGE
     except UserError as exc:
         _fail(str(exc))
     if as_json:
-        sys.stdout.write(json.dumps(report.to_json()) + "\n")
+        emit(json.dumps(report.to_json()) + "\n")
         return
     table = Table(title=f"{report.workload}: ablation of {json.dumps(report.config)}")
     for column in ("variant", "median ms", "speedup [95% CI]", "stage share"):
@@ -609,7 +611,7 @@ def suite_list(as_json: bool = typer.Option(False, "--json")) -> None:
 
     found = entries()
     if as_json:
-        sys.stdout.write(json.dumps([{"name": e.name, "family": e.family, "description": e.description,
+        emit(json.dumps([{"name": e.name, "family": e.family, "description": e.description,
                                       "forms": ["train", "inference"], "knobs": list(e.knobs)}
                                      for e in found.values()]) + "\n")
         return
@@ -647,7 +649,7 @@ def model_report(db: str | None = DbOption,
     except UserError as exc:
         _fail(str(exc))
     if as_json:
-        sys.stdout.write(json.dumps([asdict(r) for r in reports]) + "\n")
+        emit(json.dumps([asdict(r) for r in reports]) + "\n")
         return
     table = Table(title=f"cost model on {store.where}: {reports[0].workloads} workload(s)")
     for column in ("features", "train", "held out", "Kendall tau", "p", "tau per workload"):

@@ -8,14 +8,13 @@ if TYPE_CHECKING:
     from xtat.bench.campaign import BenchResult, Outcome
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.table import Table
 
-from xtat.cli.common import console, names, out, user_errors
+from xtat.cli.common import console, emit, names, out, results_only_on_stdout, user_errors
 from xtat.cli.common import fail as _fail
 from xtat.core.errors import UserError
 
@@ -23,6 +22,7 @@ from xtat.core.errors import UserError
 _HIDDEN: dict[str, Any] = dict(hidden=True, show_default=False)
 
 
+@results_only_on_stdout
 def bench(
     suite: str = typer.Option("all", help="Comma-separated suite workloads (`xtat suite list`), or all."),
     size: str = typer.Option("small", help="small (a CPU) or large (an accelerator)."),
@@ -83,7 +83,7 @@ def bench(
         _print_summary(result)
     console.print(f"report: {files.markdown} and {files.html}  ({len(files.figures)} figures)")
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json()) + "\n")  # one line, last
+        emit(json.dumps(result.to_json()) + "\n")  # one line, last
 
 
 def _print_summary(result: BenchResult) -> None:

@@ -2,19 +2,53 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import NoReturn, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 
 from xtat.core.errors import UserError
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)  # progress, messages
 out = Console(width=None if sys.stdout.isatty() else 160)  # tables and results
+
+
+def emit(text: str) -> None:
+    """Write `text` (a JSON document, a preset) to the results stream: stdout, as `out` writes."""
+    out.file.write(text)
+    out.file.flush()
+
+
+def results_only_on_stdout(command: Callable[P, R]) -> Callable[P, R]:
+    """A command that keeps stdout for xtat's results (`out`, `emit`) while it runs: what else the process
+    loads (jax, Ray, the user's code) and the processes it starts write their output to stderr instead,
+    so `--json` prints one JSON document and `xtat tune ... > result.txt` holds the result alone."""
+
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        sys.stdout.flush()
+        saved_fd, saved_stdout, saved_file = os.dup(1), sys.stdout, out.file
+        results = os.fdopen(os.dup(1), "w", buffering=1)
+        os.dup2(2, 1)
+        sys.stdout, out.file = sys.stderr, results
+        try:
+            return command(*args, **kwargs)
+        finally:
+            results.close()
+            sys.stdout, out.file = saved_stdout, saved_file
+            os.dup2(saved_fd, 1)
+            os.close(saved_fd)
+
+    return run
 
 
 def names(text: str) -> tuple[str, ...]:

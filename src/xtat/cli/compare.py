@@ -20,7 +20,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from xtat.cli.common import console, names, out, user_errors
+from xtat.cli.common import console, emit, names, out, results_only_on_stdout, user_errors
 from xtat.cli.common import fail as _fail
 from xtat.core.errors import UserError
 from xtat.stages.registry import STAGE_ORDER
@@ -36,6 +36,7 @@ def _default_dir() -> Path:
     return default_path().parent / "compare"
 
 
+@results_only_on_stdout
 def compare(
     targets: list[str] = typer.Argument(..., help="Workloads, as for `xtat tune` (suite:NAME/FORM included)."),
     strategies: str = typer.Option(..., help="Comma-separated strategies to run, e.g. "
@@ -113,7 +114,7 @@ def compare(
                     "reference_budget": analysis.reference_budget, "seeds": seeds, "stages": list(plan.stages),
                     "wall_s": wall_s, "db": str(plan.db_dir),
                     "analysis": asdict(analysis), "runs": [asdict(r) for r in runs], "remeasured": remeasured}
-        sys.stdout.write(json.dumps(document) + "\n")  # one line, last
+        emit(json.dumps(document) + "\n")  # one line, last
 
 
 def _print_tables(analysis: CampaignAnalysis) -> None:

@@ -1,14 +1,16 @@
 """Measurement on a Ray cluster: search candidates are built and timed by workers on its nodes.
 
 `xtat tune ... --executor ray[:ADDRESS] --workers N` runs N workers, each a Ray actor that holds
-one unit of the custom resource `xtat_device` for its life: a node offers one unit per device
-(`ray start --resources '{"xtat_device": 1}'`), so at most one candidate is timed per device at
-a time, while compiles elsewhere overlap. A worker runs a `ProcessRunner` on its node, so a
+Ray's own resources for its life: one CPU, and on GPU the GPUs it times on (Ray sets their
+CUDA_VISIBLE_DEVICES). A cluster needs nothing of its own for xtat: any `ray start` cluster
+serves. Workers are spread over the nodes; on one host their timings take turns
+(`runner.host_lock`), while compiles overlap. A worker runs a `ProcessRunner` on its node, so a
 crash, hang or out-of-memory still costs one candidate; it receives the exported program and the
 inputs once, through Ray's object store, and a rewritten program with the candidate that needs it.
 
-A worker whose node dies is a recorded loss of the candidate it was measuring (`losses`), which
-is then retried once on a surviving worker; nothing is lost. A node whose environment (jax,
+A worker whose node dies is a recorded loss of the candidate it was measuring (`losses`); a
+replacement worker is started where the cluster has room left (else a surviving worker takes its
+place too) and the candidate is measured there; nothing is lost. A node whose environment (jax,
 jaxlib, device) is not the workload's measures nothing. The default's reference outputs and the
 confirmation of a winner run on the tuner's own machine, a node of the workload's environment.
 """
@@ -33,7 +35,7 @@ from xtat.runner.process import ExportRewritten, program_digest, program_request
 from xtat.runner.timing import Race, TimingPolicy
 from xtat.runner.verify import Budget, Tolerance
 
-DEVICE_RESOURCE = "xtat_device"
+REPLACEMENT_START_S = 120.0  # a replacement worker that is not running by then is given up
 
 
 def node_name() -> str:
@@ -109,7 +111,7 @@ class RaySlot:
             return operation()
         except WorkerLost as lost:
             self._lost.append(f"{self.node}: {lost}")
-            replacement = self.pool.survivor(self.actor)
+            replacement = self.pool.replacement(self.actor)
             if replacement is None:
                 return p.Failed(TrialStatus.CRASH, f"every worker of the Ray cluster was lost ({lost})")
             self.actor, self.node = replacement
@@ -141,6 +143,7 @@ class RaySlot:
             pass  # a lost worker holds nothing
 
     def set_deadlines(self, compile_s: float, measure_s: float) -> None:
+        self.pool.deadlines = (compile_s, measure_s)  # for replacement workers
         try:
             self._call("set_deadlines", compile_s, measure_s)
         except WorkerLost:
@@ -157,16 +160,19 @@ class RaySlot:
 class RayPool:
     """The workers of one run on a Ray cluster, and what they share."""
 
-    def __init__(self, actors: list[tuple[Any, str]], export_rewritten: ExportRewritten, layout_in_program: bool):
+    def __init__(self, starter: WorkerStarter, workers: int, export_rewritten: ExportRewritten,
+                 layout_in_program: bool):
         import ray
 
         self._ray = ray
+        self._starter = starter
         self._export_rewritten = export_rewritten
         self._layout_in_program = layout_in_program
         self._programs: dict[str, bytes] = {}
-        self._live = list(actors)
+        self._live = starter.start(workers)
         self._lock = threading.Lock()
-        self.slots = [RaySlot(self, actor, node) for actor, node in actors]
+        self.deadlines: tuple[float, float] | None = None  # the latest the slots were given
+        self.slots = [RaySlot(self, actor, node) for actor, node in self._live]
 
     def get(self, ref: Any) -> Any:
         from ray.exceptions import ActorUnavailableError, RayActorError
@@ -187,10 +193,15 @@ class RayPool:
                 self._programs[key] = self._export_rewritten(*request)
             return self._programs[key]
 
-    def survivor(self, lost_actor: Any) -> tuple[Any, str] | None:
-        """A live worker other than the lost one (shared from then on), or None when none is left."""
+    def replacement(self, lost_actor: Any) -> tuple[Any, str] | None:
+        """A worker to take the lost one's place: a new one where the cluster has room for it, else a
+        live one (shared from then on); None when none is left."""
         with self._lock:
             self._live = [(a, n) for a, n in self._live if a is not lost_actor]
+            started = self._starter.one_more(self.deadlines)
+            if started is not None:
+                self._live.append(started)
+                return started
             for actor, node in list(self._live):
                 try:
                     self.get(actor.describe.remote())
@@ -211,7 +222,7 @@ def connect(executor: Executor, workers: int) -> bool:
     """Join the cluster the executor names; True if a local one was started here (and is ours to stop).
 
     `ray`: the cluster of $RAY_ADDRESS or one already running on this machine, else a new local one
-    with `workers` device units (timings on one host are serialized by `runner.host_lock`).
+    with a CPU for each of the `workers` (timings on one host take turns: `runner.host_lock`).
     `ray:ADDRESS`: the cluster at ADDRESS (host:port, or ray://host:port for Ray Client)."""
     try:
         import ray
@@ -228,40 +239,68 @@ def connect(executor: Executor, workers: int) -> bool:
             ray.init(address="auto", logging_level=logging.ERROR, log_to_driver=False)
             return False
         except ConnectionError:
-            ray.init(num_cpus=workers, resources={DEVICE_RESOURCE: workers}, include_dashboard=False,
-                     logging_level=logging.ERROR, log_to_driver=False)
+            ray.init(num_cpus=workers, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
             return True
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise UserError(f"--executor {executor}: cannot join the Ray cluster ({str(exc).splitlines()[0]}); start it "
-                        "with `ray start --head --resources '{\"xtat_device\": 1}'`") from exc
+                        "with `ray start --head` and join it with --executor ray:HEAD_IP:6379") from exc
 
 
-def start_workers(worker_class: type, workers: int, args: tuple, env: dict | None,
-                  devices: int = 1) -> list[tuple[Any, str]]:
-    """`workers` actors of `worker_class`, each holding one device unit (and on GPU `devices` GPUs); refused
-    if the cluster has fewer units, and any whose node's environment is not `env` (None: not checked)."""
-    import ray
+class WorkerStarter:
+    """Starts a run's workers on the cluster: each an actor of `worker_class` holding one CPU (and on GPU
+    `devices` GPUs) for its life, spread over the nodes. A worker whose node's environment is not `env`
+    (None: not checked) is refused."""
 
-    units = int(ray.cluster_resources().get(DEVICE_RESOURCE, 0))
-    if units < workers:
-        raise UserError(f"--workers {workers}: the Ray cluster offers {units} '{DEVICE_RESOURCE}' unit(s), one per "
-                        f"device; start each node with --resources '{{\"{DEVICE_RESOURCE}\": 1}}' or lower --workers")
-    # On GPU each actor also takes its node's GPUs, one or a layout's `devices`: Ray sets its
-    # CUDA_VISIBLE_DEVICES, so two actors of a node never time on the same one (`runner.host_lock`).
-    gpus = devices if env is not None and env.get("platform") in GPU_PLATFORMS else 0
-    remote: Any = ray.remote(num_cpus=0, num_gpus=gpus, resources={DEVICE_RESOURCE: 1},
-                             max_restarts=0)(worker_class)
-    refs = [ray.put(arg) for arg in args]
-    actors: list[Any] = [remote.remote(*refs) for _ in range(workers)]
-    described = ray.get([actor.describe.remote() for actor in actors])
-    wrong = [d for d in described if env is not None and d["env"] != env]
-    if wrong:
-        for actor in actors:
-            ray.kill(actor)
-        raise UserError(f"Ray node {wrong[0]['node']} runs {wrong[0]['env']}, not the workload's environment {env}: "
-                        "install the same jax and jaxlib on every node, or tune on a cluster of this environment")
-    ray.get([actor.start.remote() for actor in actors])
-    return [(actor, d["node"]) for actor, d in zip(actors, described, strict=True)]
+    def __init__(self, worker_class: type, args: tuple, env: dict | None, devices: int = 1):
+        import ray
+
+        self._ray = ray
+        self._env = env
+        on_gpu = env is not None and env.get("platform") in GPU_PLATFORMS
+        # On GPU Ray sets each actor's CUDA_VISIBLE_DEVICES to its own GPUs, so two actors of a node
+        # never time on the same one (`runner.host_lock`).
+        self._resource, self._per_worker = ("GPU", devices) if on_gpu else ("CPU", 1)
+        self._remote: Any = ray.remote(num_cpus=1, num_gpus=devices if on_gpu else 0, max_restarts=0,
+                                       scheduling_strategy="SPREAD")(worker_class)
+        self._refs = [ray.put(arg) for arg in args]
+
+    def start(self, workers: int) -> list[tuple[Any, str]]:
+        """`workers` started and loaded; refused if the cluster cannot hold that many."""
+        total = self._ray.cluster_resources().get(self._resource, 0)
+        if total < workers * self._per_worker:
+            raise UserError(f"--workers {workers}: the Ray cluster offers {total:g} {self._resource}(s) and each "
+                            f"worker holds {self._per_worker}; lower --workers or add nodes")
+        actors: list[Any] = [self._remote.remote(*self._refs) for _ in range(workers)]
+        described = self._ray.get([actor.describe.remote() for actor in actors])
+        wrong = [d for d in described if self._env is not None and d["env"] != self._env]
+        if wrong:
+            for actor in actors:
+                self._ray.kill(actor)
+            raise UserError(f"Ray node {wrong[0]['node']} runs {wrong[0]['env']}, not the workload's environment "
+                            f"{self._env}: install the same jax and jaxlib on every node, or tune on a cluster of "
+                            "this environment")
+        self._ray.get([actor.start.remote() for actor in actors])
+        return [(actor, d["node"]) for actor, d in zip(actors, described, strict=True)]
+
+    def one_more(self, deadlines: tuple[float, float] | None) -> tuple[Any, str] | None:
+        """A replacement worker, started, loaded and given the run's `deadlines` where the cluster has room
+        for one; None where it has none, or the worker does not start in time or runs another environment."""
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        if self._ray.available_resources().get(self._resource, 0) < self._per_worker:
+            return None
+        actor = self._remote.remote(*self._refs)
+        try:
+            described = self._ray.get(actor.describe.remote(), timeout=REPLACEMENT_START_S)
+            if self._env is None or described["env"] == self._env:
+                self._ray.get(actor.start.remote(), timeout=REPLACEMENT_START_S)
+                if deadlines is not None:
+                    self._ray.get(actor.set_deadlines.remote(*deadlines), timeout=REPLACEMENT_START_S)
+                return actor, described["node"]
+        except (GetTimeoutError, RayActorError):
+            pass
+        self._ray.kill(actor)
+        return None
 
 
 class RayRunner:

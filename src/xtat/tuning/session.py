@@ -109,7 +109,7 @@ def open_ray_runner(captured: Capture, settings: TuneSettings, worker_class: typ
     `open_runner`)."""
     import ray
 
-    from xtat.runner.ray import NodeWorker, RayPool, RayRunner, connect, start_workers
+    from xtat.runner.ray import NodeWorker, RayPool, RayRunner, WorkerStarter, connect
 
     started = connect(settings.measured_by, settings.workers)
     pool = None
@@ -118,10 +118,10 @@ def open_ray_runner(captured: Capture, settings: TuneSettings, worker_class: typ
             env = captured.identity.env
             deadlines = (settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s)
             devices = worker_devices(settings)
-            actors = start_workers(worker_class or NodeWorker, settings.workers,
-                                   (captured.exported, captured.inputs, captured.verify_inputs, env["platform"],
-                                    deadlines, captured.dims, bool(captured.marks), devices), env, devices)
-            pool = RayPool(actors, rewritten_exporter(captured), bool(captured.marks))
+            starter = WorkerStarter(worker_class or NodeWorker,
+                                    (captured.exported, captured.inputs, captured.verify_inputs, env["platform"],
+                                     deadlines, captured.dims, bool(captured.marks), devices), env, devices)
+            pool = RayPool(starter, settings.workers, rewritten_exporter(captured), bool(captured.marks))
             yield RayRunner(local, pool)
     finally:
         if pool is not None:
