@@ -219,7 +219,8 @@ class RayPool:
 
 
 def connect(executor: Executor, workers: int) -> bool:
-    """Join the cluster the executor names; True if a local one was started here (and is ours to stop).
+    """Join the cluster the executor names; True if this call connected (the run's end disconnects it,
+    and stops a local cluster it started; a cluster it joined runs on), False if this process already was.
 
     `ray`: the cluster of $RAY_ADDRESS or one already running on this machine, else a new local one
     with a CPU for each of the `workers` (timings on one host take turns: `runner.host_lock`).
@@ -234,10 +235,10 @@ def connect(executor: Executor, workers: int) -> bool:
     try:
         if address is not None:
             ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
-            return False
+            return True
         try:
             ray.init(address="auto", logging_level=logging.ERROR, log_to_driver=False)
-            return False
+            return True
         except ConnectionError:
             ray.init(num_cpus=workers, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
             return True

@@ -111,7 +111,7 @@ def open_ray_runner(captured: Capture, settings: TuneSettings, worker_class: typ
 
     from xtat.runner.ray import NodeWorker, RayPool, RayRunner, WorkerStarter, connect
 
-    started = connect(settings.measured_by, settings.workers)
+    connected = connect(settings.measured_by, settings.workers)
     pool = None
     try:
         with (local_runner or open_runner)(captured, settings) as local:
@@ -126,5 +126,5 @@ def open_ray_runner(captured: Capture, settings: TuneSettings, worker_class: typ
     finally:
         if pool is not None:
             pool.close()
-        if started:
+        if connected:  # disconnected before the command's results are written
             ray.shutdown()
