@@ -1,6 +1,5 @@
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ sys.path.insert(0, str(TESTS / "support"))  # tiny workloads, test doubles, help
 # --no-loadscope-reorder`), so the long ones start first and the short ones fill in at the end
 # (longest-processing-time-first): both processes finish within seconds of each other. A file not
 # listed runs after these; an outdated list costs balance, never coverage.
-LONGEST_FIRST = ("test_reliability", "test_gallery", "test_profile", "test_suite_routing_science", "test_scale",
+LONGEST_FIRST = ("test_reliability", "test_scale", "test_gallery", "test_profile", "test_suite_routing_science",
                  "test_suite_standard", "test_stages", "test_cli", "test_launch", "test_confirmation", "test_loop",
                  "test_preset", "test_sharding")
 
@@ -29,7 +28,7 @@ def db(tmp_path) -> Path:
     return tmp_path / "xtat.db"
 
 
-# The fault-injection hooks work only under the test switch (xtat.test_hooks). Set for the whole
+# The fault-injection hooks work only under the test switch (xtat.core.test_hooks). Set for the whole
 # test process, module-scoped fixtures included; workers and CLI subprocesses inherit it.
 os.environ["XTAT_TEST_HOOKS"] = "1"
 
@@ -82,16 +81,13 @@ def postgres_database(postgres_server):
     yield make
     with psycopg.connect(postgres_server, autocommit=True) as con:
         for name in made:
-            # FORCE ends the test's own leftover connections; it may not end an autovacuum worker that
-            # happens to be in the fresh database (the server's, not ours), so wait that out briefly.
-            for attempt in range(50):
-                try:
-                    con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-                    break
-                except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse):
-                    if attempt == 49:
-                        raise
-                    time.sleep(0.1)
+            # End the test's own leftover sessions (the role may end its own), then drop. Not `WITH
+            # (FORCE)`: that also tries to end an autovacuum worker the server may have started in the
+            # fresh database, which a role that is not a superuser may not end, and fails; a plain DROP
+            # stops such a worker itself and waits for it.
+            con.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = %s AND usename = current_user AND pid <> pg_backend_pid()", (name,))
+            con.execute(f'DROP DATABASE IF EXISTS "{name}"')
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -1,7 +1,7 @@
 """TEST-ONLY fault injection for worker processes.
 
 Enabled only by the environment variable XTAT_FAULT, together with the test
-switch XTAT_TEST_HOOKS=1 (`xtat.test_hooks`), so that tests can make
+switch XTAT_TEST_HOOKS=1 (`xtat.core.test_hooks`), so that tests can make
 a chosen candidate crash, hang or lie with real processes:
 
     XTAT_FAULT="<who>:<phase>:<kind>[;...]"
@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from xtat.test_hooks import hook
+from xtat.core.test_hooks import hook
 
 KINDS = ("segfault", "abort", "hang", "hang_hard", "raise", "oom", "exit", "slow", "wrong", "flaky", "nan", "inf",
          "lazy")

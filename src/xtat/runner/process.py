@@ -28,6 +28,7 @@ import numpy as np
 from xtat.core.candidate import Candidate, ProcessSetup
 from xtat.core.errors import UserError
 from xtat.core.status import TrialStatus
+from xtat.core.test_hooks import hook
 from xtat.runner import protocol as p
 from xtat.runner.base import DEFAULT_ID, WorkerFailure
 from xtat.runner.host_lock import holding
@@ -35,7 +36,6 @@ from xtat.runner.pool import Pool, WorkerProcess
 from xtat.runner.timing import Race, TimingPolicy, median_ci, paired
 from xtat.runner.verify import Budget, Tolerance
 from xtat.runner.worker import DIMS_FILE
-from xtat.test_hooks import hook
 
 DEFAULT_PROGRAM = "program.bin"
 REFERENCE_ID = "reference"  # the default, kept built in the default's worker for paired timing

@@ -28,6 +28,7 @@ from sqlalchemy import event
 
 from xtat.core.errors import StoreError
 from xtat.core.status import RunStatus, TrialStatus
+from xtat.core.test_hooks import hook
 from xtat.store import schema as s
 from xtat.store.location import default_location, owner_id, redacted, sqlite_path
 from xtat.store.records import (
@@ -48,7 +49,6 @@ from xtat.store.records import (
 )
 from xtat.store.rows import in_force, result_record, trial_record, workload_record
 from xtat.store.rows import run_settings as settings_of
-from xtat.test_hooks import hook
 
 SCHEMA_VERSION = s.SCHEMA_VERSION
 
