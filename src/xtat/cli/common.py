@@ -37,18 +37,30 @@ def results_only_on_stdout(command: Callable[P, R]) -> Callable[P, R]:
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
         sys.stdout.flush()
         saved_fd, saved_stdout, saved_file = os.dup(1), sys.stdout, out.file
-        results = os.fdopen(os.dup(1), "w", buffering=1)
+        # Results go where stdout pointed: file descriptor 1, or a stream that stands in for it (a
+        # test runner's capture, an embedding program's).
+        results = os.fdopen(os.dup(1), "w", buffering=1) if _on_descriptor_1(sys.stdout) else sys.stdout
         os.dup2(2, 1)
         sys.stdout, out.file = sys.stderr, results
         try:
             return command(*args, **kwargs)
         finally:
-            results.close()
+            results.flush()
+            if results is not saved_stdout:
+                results.close()
             sys.stdout, out.file = saved_stdout, saved_file
             os.dup2(saved_fd, 1)
             os.close(saved_fd)
 
     return run
+
+
+def _on_descriptor_1(stream: object) -> bool:
+    fileno = getattr(stream, "fileno", None)
+    try:
+        return fileno is not None and fileno() == 1
+    except (OSError, ValueError):  # a stream with no descriptor (io.StringIO raises)
+        return False
 
 
 def names(text: str) -> tuple[str, ...]:
