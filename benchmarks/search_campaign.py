@@ -161,7 +161,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds per pair")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", type=Path, help="keep each program's stores and ceiling rows in FOLDER/PROGRAM/ "
-                        "(give a new FOLDER: a store left there is resumed)")
+                        "(a new or empty FOLDER: a non-empty one is refused, its stores would be resumed)")
     options = parser.parse_args()
     efforts = options.efforts.split(",")
     if options.summarise:
@@ -169,6 +169,9 @@ def main() -> None:
         return
     if not options.targets:
         parser.error("name at least one TARGET (or --summarise JSON files)")
+    if options.keep is not None and options.keep.exists() and any(options.keep.iterdir()):
+        # A store left there would be resumed: its run would report an earlier decision as new.
+        parser.error(f"--keep {options.keep}: the folder is not empty; give a new one")
     rows = []
     for target in options.targets:
         rows.append(one(target, efforts, not options.no_ceiling, options.pairs, options.rounds,
