@@ -39,6 +39,9 @@ def main() -> None:
     parser.add_argument("target")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if not remeasured_path(args.folder).exists():
+        parser.error(f"{args.folder} has no remeasured.json: give a workload folder of an `xtat compare --db DIR` "
+                     "campaign whose runs found an incumbent (its re-measurement writes the file)")
     measured = speedups_only(json.loads(remeasured_path(args.folder).read_text())["speedups"])
     top = max(measured, key=measured.__getitem__)
     settings = TuneSettings()
@@ -48,9 +51,9 @@ def main() -> None:
         for label, keys in (("alone", [top]), ("with all", sorted(measured))):
             with open_runner(captured, settings, verify_inputs=False) as runner:
                 result = side_by_side(runner, make_stages(), {key: json.loads(key) for key in keys}, settings)
-            mine = result.configs[top]
-            assert result.default is not None and mine.error is None, mine.error
-            print(f"repeat {repeat} {label:8s}: default {result.default.median_s * 1e3:.3f} ms, "  # type: ignore[operator]
+            mine = result.configs[top].figures
+            assert result.default is not None and mine is not None, result.configs[top].error
+            print(f"repeat {repeat} {label:8s}: default {result.default.median_s * 1e3:.3f} ms, "
                   f"fastest incumbent {mine.median_s * 1e3:.3f} ms, speedup {mine.speedup:.2f}x", flush=True)
 
 

@@ -77,7 +77,9 @@ class SleepingWorker:
         time.sleep(self.measure_s)
         seconds = 1e-3 * (1.0 + (int(hashlib.sha256(id.encode()).hexdigest(), 16) % 100) / 1000)
         samples = (seconds,) * timing.samples
-        return Timed(samples, 1, seconds, (seconds, seconds), self.measure_s, False, Check(True, 0.0, 0.0))
+        reference = () if is_default else (1e-3,) * timing.samples  # a candidate is timed in pairs with it
+        return Timed(samples, 1, seconds, (seconds, seconds), self.measure_s, False, Check(True, 0.0, 0.0),
+                     reference)
 
     def release(self, id, candidate) -> None:
         pass

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -164,6 +165,7 @@ CLUSTER_FAULT = f"!{config_id(CLUSTER_WINNER)}:run:slow"
 class RayNodes:
     address: str  # the head's, as --executor ray:ADDRESS takes it
     raylets: dict[str, int]  # the raylet's pid of each worker node, by name ("two-cpu", "one-cpu")
+    home: str  # the HOME its processes and the tuners that join it run with
 
 
 def _processes_marked(marker: str) -> list[int]:
@@ -210,13 +212,22 @@ def ray_nodes(timing_log, tmp_path):
     --address`), one with two CPUs and one with one. Every process of it inherits this environment
     (the test hooks, the timing log) and a marker, by which all of them are killed afterwards."""
     marker = f"XTAT_TEST_RAY_CLUSTER={os.getpid()}-{time.monotonic_ns()}"
-    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1], "XTAT_FAULT": CLUSTER_FAULT,
+    # A HOME of its own: a local `ray.init()` on this machine leaves ~/.ray/auth_token behind, and a
+    # head that finds it there refuses worker nodes without the token.
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1], "XTAT_FAULT": CLUSTER_FAULT, "HOME": str(home),
            # The head notices a dead node within ~2 s instead of Ray's default ~30 s.
            "RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "3"}
     ray = str(Path(sys.executable).with_name("ray"))
     address = f"127.0.0.1:{_free_port()}"
     common = ["--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
     ports = {"two-cpu": _free_port(), "one-cpu": _free_port()}
+    # `ray start --head` records its address here, and a later `ray.init()` on this machine joins the
+    # cluster it names: the file is put back as it was, or a dead cluster's address would stay in it.
+    current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    before = current.read_text() if current.exists() else None
+    current.unlink(missing_ok=True)  # whatever it names, this cluster is not it
     try:
         subprocess.run([ray, "start", "--head", "--port", address.split(":")[1], "--num-cpus", "0",
                         "--include-dashboard", "false", *common], env=env, check=True, capture_output=True)
@@ -232,13 +243,17 @@ while ray.cluster_resources().get("CPU", 0) < 3 and time.monotonic() < deadline:
     time.sleep(0.2)
 assert ray.cluster_resources().get("CPU", 0) == 3, ray.cluster_resources()
 """], env=env, check=True, capture_output=True, timeout=120)
-        yield RayNodes(address, {name: _raylet(port) for name, port in ports.items()})
+        yield RayNodes(address, {name: _raylet(port) for name, port in ports.items()}, str(home))
     finally:
         for pid in _processes_marked(marker):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        if before is None:
+            current.unlink(missing_ok=True)
+        else:
+            current.write_text(before)
 
 
 def test_a_run_on_a_ray_cluster_of_separate_nodes_survives_a_node_killed_mid_run(
@@ -249,7 +264,7 @@ def test_a_run_on_a_ray_cluster_of_separate_nodes_survives_a_node_killed_mid_run
     the run finishes with every config recorded once, and it adopts what the same run on one machine
     adopts (`CLUSTER_FAULT`)."""
     url = postgres_database()
-    env = {**os.environ, "XTAT_FAULT": CLUSTER_FAULT}
+    env = {**os.environ, "XTAT_FAULT": CLUSTER_FAULT, "HOME": ray_nodes.home}
     args = ["tune", tiny_target("tiny_chunked_mlp"), "--stages", "program", "--budget", "6", "--json",
             "--adopt-under-load"]
     killed: list[int] = []
