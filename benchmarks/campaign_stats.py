@@ -39,7 +39,8 @@ def duplicate_distances(store_path: Path) -> tuple[list[int], Counter[str]]:
     finally:
         store.close()
     built: list[tuple[dict, str]] = []
-    sizes, decisions = [], Counter()
+    sizes: list[int] = []
+    decisions: Counter[str] = Counter()
     for trial in trials:
         if trial.exe_hash is None:
             continue

@@ -31,6 +31,7 @@ above 1; "1.000x" when none does.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -43,6 +44,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import real_code  # noqa: E402  (a sibling benchmark: fresh measuring processes)
+
+
+def _blocked(call, args, kwargs) -> None:
+    import jax  # imported where it runs: a fresh measuring process sets its flags first
+
+    jax.block_until_ready(call(*args, **kwargs))
 
 
 def offered(target: str) -> dict[str, dict]:
@@ -108,7 +115,7 @@ def pair(target: str, options: dict, rounds: int, min_batch_s: float) -> dict:
     builds = {"default": jax.jit(workload.fn, **workload.jit_options),
               "decision": jax.jit(workload.fn, **workload.jit_options, compiler_options=options)}
     same = verified(builds["default"], real_code.output_arrays(builds["decision"], args, kwargs), args, kwargs)
-    times = interleaved({label: (lambda c=call: jax.block_until_ready(c(*args, **kwargs)))
+    times = interleaved({label: functools.partial(_blocked, call, args, kwargs)
                          for label, call in builds.items()}, rounds, min_sample_s=min_batch_s,
                         seed=int.from_bytes(os.urandom(4), "little"))
     ratio, low, high = speedup_ci(times["default"], times["decision"])

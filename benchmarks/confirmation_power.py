@@ -30,12 +30,14 @@ speedup and per-round noise, for the design and for one look of 21 rounds.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -51,6 +53,10 @@ W_EXTRA = np.random.default_rng(99).normal(0, 0.1, (3, 3, 32, 32)).astype(np.flo
 
 def _conv(x, w):
     return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+def _blocked(fn: Callable, args: tuple) -> None:
+    jax.block_until_ready(fn(*args))
 
 
 def make_step(mode: str, choice: str | None = None):
@@ -72,7 +78,7 @@ def make_step(mode: str, choice: str | None = None):
             # After the backward pass (it reads a gradient), so it cannot overlap the step's own work.
             waste = images
             for _ in range(WASTE_CONVS):
-                waste = _conv(waste, grads["w2"] * redundant[extra] + W_EXTRA)
+                waste = _conv(waste, grads["w2"] * redundant[str(extra)] + W_EXTRA)
             # A test the data never passes (finite sums stay far below 3e38), which XLA cannot fold.
             loss = jnp.where(jnp.sum(waste) > 3e38, loss + 1.0, loss)
         new = jax.tree.map(lambda p, g: p - 0.01 * g, params, grads)
@@ -105,7 +111,7 @@ def plain_jax_ratio(mode: str, rounds: int) -> dict:
     args = inputs(0)
     fns = {c: jax.jit(make_step(mode, c)) for c in (default, other)}
     hashes = {c: executable_identity(fns[c].lower(*args).compile()) for c in fns}
-    calls = {c: (lambda f=fns[c]: jax.block_until_ready(f(*args))) for c in fns}
+    calls: dict[str, Callable[[], None]] = {c: functools.partial(_blocked, fns[c], args) for c in fns}
     samples = interleaved(calls, rounds, seed=random.randrange(2**31))
     speedup, low, high = speedup_ci(samples[default], samples[other])
     same_outputs = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(fns[default](*args)),

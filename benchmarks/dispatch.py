@@ -62,8 +62,9 @@ def adopt(db: Path, args: tuple, options: dict) -> None:
         config = {"codegen": options}
         # Vetting applies only a config the store shows measured: an ok trial of it (timing not used here).
         trial = store.start_trial(workload, None, config, config_key(config))
+        assert trial is not None  # a new store: nothing has claimed it
         store.finish_trial(trial, TrialOutcome(TrialStatus.OK, timing=Timing(1e-3)))  # timing not used here
-        store.add_result(workload, None, True, config, None, None, (None, None, None),
+        store.add_result(workload, None, True, config, None, None, None,
                          ResultDetail())
     finally:
         store.close()

@@ -14,6 +14,7 @@ the exact 95% interval of a median (`runner.timing.speedup_ci`).
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import sys
@@ -22,6 +23,10 @@ import jax
 
 from xtat.capture.targets import load_target
 from xtat.runner.timing import interleaved, speedup_ci
+
+
+def _blocked(call, args, kwargs) -> None:
+    jax.block_until_ready(call(*args, **kwargs))
 
 
 def load_preset(path: str):
@@ -54,7 +59,7 @@ def main() -> None:
                                           compiler_options=preset.COMPILER_OPTIONS[name])}
     for call in builds.values():
         jax.block_until_ready(call(*args, **kwargs))  # compiled before timing
-    times = interleaved({label: (lambda c=call: jax.block_until_ready(c(*args, **kwargs)))
+    times = interleaved({label: functools.partial(_blocked, call, args, kwargs)
                          for label, call in builds.items()}, options.rounds, min_sample_s=options.min_batch_s)
     ratio, low, high = speedup_ci(times["jax.jit"], times["jax.jit + preset"])
     row = {"name": name, "options": preset.COMPILER_OPTIONS[name],

@@ -159,7 +159,8 @@ def process_pairs(baseline: list[str], candidate: list[str], rounds: int, pairs:
     candidate process saves its outputs there."""
     from scipy import stats
 
-    per_pair, ready = [], {}
+    per_pair: list = []
+    ready: dict = {}
     for index in range(pairs):
         ready, samples = _pair({"baseline": baseline, "candidate": candidate}, rounds, save if index == 0 else None)
         per_pair.append(float(statistics.median(b / c for b, c in zip(samples["baseline"], samples["candidate"]))))
