@@ -92,6 +92,34 @@ def test_on_gpu_the_key_names_cuda_runtime_driver_and_cudnn():
     assert _cuda_identity(None) == {"cuda_runtime": "unknown", "cuda_driver": "unknown", "cudnn": "unknown"}
 
 
+def test_a_record_keyed_before_the_device_count_is_stale_kept_and_xtat_show_says_why(db):
+    """A store written before the key held the device count: its records stay as they are, readable,
+    and apply nowhere (their count is unknown); `xtat show` says so and why."""
+    import subprocess
+    import sys
+
+    from xtat.capture.workload import DEVICES, fingerprint
+
+    _record(db)
+    with sqlite3.connect(db) as con:
+        env, program = con.execute("SELECT env, program FROM workloads").fetchone()
+        old = {k: v for k, v in json.loads(env).items() if k != DEVICES}
+        con.execute("UPDATE workloads SET env=?, fingerprint=?", (json.dumps(old), fingerprint(program, old)))
+        recorded = [con.execute(f"SELECT * FROM {table}").fetchall() for table in ("workloads", "trials", "results")]
+    tuned = xtat.jit(mlp, db=db)
+    with pytest.warns(UserWarning, match="devices: not recorded"):
+        tuned(*tiny_mlp().args)
+    assert tuned.lookups()[0].options == {}
+    shown = subprocess.run([sys.executable, "-m", "xtat.cli.app", "show", "--db", str(db)], capture_output=True,
+                           text=True, timeout=300)
+    said = " ".join(shown.stdout.split())
+    assert shown.returncode == 0 and "no: stale" in said, shown.stderr
+    assert "tiny_mlp [" in said and "is stale here, never applied (kept as recorded): devices: not recorded" in said
+    with sqlite3.connect(db) as con:
+        assert [con.execute(f"SELECT * FROM {table}").fetchall()
+                for table in ("workloads", "trials", "results")] == recorded
+
+
 def test_record_keyed_before_the_machine_was_named_is_stale_never_applied_never_deleted(db):
     """A record from before the key named the CPU model, ISA and XLA flags: same program, older key."""
     from xtat.capture.workload import fingerprint

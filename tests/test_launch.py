@@ -42,7 +42,8 @@ def test_run_passes_the_exit_status_through_and_ignores_other_environments(db):
     _record(db, {"cpus": 1}, env={"platform": "cpu", "device_kind": "other", "jax": "0", "jaxlib": "0"})
     result = _run(db, sys.executable, "-c", "import sys; sys.exit(7)")
     assert result.returncode == 7
-    assert "keeps its CPUs and devices" in result.stderr and "tuned under another device" in result.stderr
+    said = " ".join(result.stderr.split())  # as one line, however the console wrapped it
+    assert "keeps its CPUs and devices" in said and "device_kind: tuned with 'other', here 'cpu'" in said
 
 
 def test_run_refuses_workloads_tuned_for_different_environments(db):
@@ -86,7 +87,7 @@ def test_records_made_under_other_xla_flags_are_not_applied(db):
     env = {**os.environ, "XLA_FLAGS": "--xla_cpu_use_thunk_runtime=true"}
     result = subprocess.run([*XTAT_RUN, "--db", str(db), "--", sys.executable, "-c", READ_BACK],
                             capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0 and "tuned under another device or version" in result.stderr
+    assert result.returncode == 0 and "stale here: xla_flags: tuned with ''" in result.stderr
 
 
 # ---------------------------------------------------------------- compile options, with no edit
@@ -120,6 +121,31 @@ def test_every_program_a_script_compiles_gets_its_adopted_compile_options(db):
     other = _run(elsewhere, *script)
     assert other.returncode == 0 and other.stdout == plain.stdout, other.stderr  # another environment's record
     assert "adopted compile options applied" not in other.stderr and "not applied (stale" in other.stderr
+
+
+def test_a_record_holds_for_the_device_count_it_was_tuned_with(db):
+    """The key holds the device count the process had before xtat's runtime setup: `xtat run`'s
+    program, given 2 host devices by the adopted setup, finds its record; a process started with
+    another count of its own does not, and says why."""
+    from xtat.capture.workload import DEVICES, capture
+
+    adopt(db, {**FUSION_EMITTERS_OFF, "runtime": {"host_devices": 2}})
+    tuned_with = capture(tiny_mlp()).identity.env[DEVICES]
+    script = [sys.executable, "-c", SCRIPT.format(tests=TESTS)]
+    tuned = _run(db, *script)
+    assert tuned.returncode == 0, tuned.stderr
+    assert "XLA_FLAGS --xla_force_host_platform_device_count=2" in " ".join(tuned.stderr.split())
+    assert "adopted compile options applied" in tuned.stderr, tuned.stderr
+
+    other = str(int(tuned_with) + 2)
+    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={other}"}
+    elsewhere = subprocess.run([*XTAT_RUN, "--db", str(db), "--", *script], capture_output=True, text=True, env=env,
+                               timeout=300)
+    said = " ".join(elsewhere.stderr.split())
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert f"stale here: devices: tuned with '{tuned_with}', here '{other}'" in said
+    assert f"not applied (stale: devices: tuned with '{tuned_with}', here '{other}')" in said
+    assert "adopted compile options applied" not in said
 
 
 def test_a_config_that_rewrites_the_program_is_not_applied_in_part(db):

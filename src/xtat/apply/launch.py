@@ -46,6 +46,7 @@ def plan(store: TuningStorage, env: dict[str, str], workload: str | None = None)
     one affinity and one device count.
     """
     from xtat.apply.lookup import Unvetted, vetted
+    from xtat.capture.workload import environment_differences
     from xtat.core.candidate import ProcessSetup
     from xtat.core.errors import UserError
 
@@ -57,7 +58,7 @@ def plan(store: TuningStorage, env: dict[str, str], workload: str | None = None)
         if result is None or not result.adopted:
             continue
         if record.env != env:
-            skipped.append(f"{record.name} (tuned under another device or version)")
+            skipped.append(f"{record.name} (stale here: {environment_differences(record.env, env)})")
             continue
         try:
             setup = vetted(store, record, result).process

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
-from xtat.capture.workload import Identity
+from xtat.capture.workload import Identity, environment_differences
 from xtat.core.candidate import AUTOTUNE_FLAG, GPU_PLATFORMS, Candidate, autotune_file
 from xtat.core.errors import StoreError, UserError
 from xtat.core.space import config_key
@@ -96,7 +96,7 @@ def lookup(identity: Identity, db: str | Path | None) -> Lookup:
         if record is None:
             others = store.workloads_of_program(identity.program)
             if others:
-                return Lookup(Found.STALE, f"tuned under {others[-1].env}, running under {identity.env}")
+                return Lookup(Found.STALE, environment_differences(others[-1].env, identity.env))
             return Lookup(Found.NO_RECORD)
         result = store.latest_result(record.id)
         if result is None or not result.adopted:

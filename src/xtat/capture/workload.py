@@ -109,6 +109,9 @@ class Workload:
         return self.statics.bind(self.fn, self.args if args is None else args, self.kwargs or {})
 
 
+DEVICES = "devices"  # the environment identity's device count
+
+
 def environment_identity() -> dict[str, str]:
     """What besides the program decides whether a stored config applies.
 
@@ -117,16 +120,24 @@ def environment_identity() -> dict[str, str]:
     with AVX-512 code generation must not apply on an ARM host); on GPU the
     compute capability and the CUDA runtime, driver and cuDNN versions. Also the platform version and
     the XLA flags in force, less the host device count and the autotune results file, which are
-    decisions of their own (the runtime and tiles stages').
+    decisions of their own (the runtime and tiles stages'). And the device count (`DEVICES`: a
+    program tuned over 4 host devices, or timed beside 7 other GPUs, is not measured for one): as
+    the process had it before xtat's runtime setup, if one changed it, so that `xtat run`'s program
+    finds the record its setup was adopted in.
     """
-    from xtat.core.candidate import AUTOTUNE_FLAG, HOST_DEVICES_FLAG
+    from xtat.core.candidate import AUTOTUNE_FLAG, DEVICES_VARIABLE, HOST_DEVICES_FLAG
 
     device = jax.devices()[0]
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
              if not f.startswith((HOST_DEVICES_FLAG + "=", AUTOTUNE_FLAG + "="))]
+    devices = str(jax.local_device_count())
+    before, _, after = os.environ.get(DEVICES_VARIABLE, "").partition(">")
+    if device.platform == "cpu" and after == devices and before.isdigit():
+        devices = before  # not when the program set its own count after xtat's setup: then `after` differs
     env = {
         "platform": device.platform,
         "device_kind": device.device_kind,
+        DEVICES: devices,
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
         "platform_version": str(getattr(device.client, "platform_version", "")),
@@ -141,6 +152,25 @@ def environment_identity() -> dict[str, str]:
     if device.platform in ("gpu", "cuda"):
         env.update(_cuda_identity(_cuda_versions()))
     return env
+
+
+def environment_differences(recorded: dict[str, str], here: dict[str, str]) -> str:
+    """Why a record keyed under the environment `recorded` does not hold `here`: each key that differs,
+    "" when none does."""
+    said = []
+    for key in sorted(set(recorded) | set(here)):
+        if recorded.get(key) == here.get(key):
+            continue
+        if key not in recorded:
+            said.append(f"{key}: not recorded (tuned before xtat keyed it; tune again here), here {_short(here[key])}")
+        else:
+            said.append(f"{key}: tuned with {_short(recorded[key])}, here {_short(here.get(key, 'none'))}")
+    return "; ".join(said)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 48 else text[:44] + "...'"
 
 
 def _cuda_versions() -> Any:

@@ -279,14 +279,18 @@ def _open_workload(db: str | None, name_or_fingerprint: str) -> tuple[Storage, W
 @app.command()
 def show(db: str | None = DbOption) -> None:
     """Workloads in the store with default and best times and speedups."""
+    from xtat.capture.workload import environment_differences, environment_identity
     from xtat.tuning.result import recorded_decision
 
     store = _open(db)
+    here = environment_identity()
     table = Table(title=store.where)
     for column in ("workload", "fingerprint", "trials", "default ms", "best ms", "speedup [95% CI]", "adopted",
-                   "confirmation", "jax", "device"):
+                   "confirmation", "jax", "device", "applies here"):
         table.add_column(column)
+    stale = []
     for w in store.workloads():
+        differences = environment_differences(w.env, here)
         trials = store.trials(w.id)
         result = store.latest_result(w.id)
         speedup = "-"
@@ -300,8 +304,13 @@ def show(db: str | None = DbOption) -> None:
         table.add_row(w.name, w.fingerprint[:12], str(len(trials)),
                       _ms(result.default_s if result else None), _ms(result.best_s if result else None),
                       speedup, "yes" if result and result.adopted else "no", confirmed, w.env.get("jaxlib", "?"),
-                      w.env.get("device_kind", "?"))
+                      w.env.get("device_kind", "?"), "no: stale" if differences else "yes")
+        if differences:
+            stale.append(f"{w.name} [{w.fingerprint[:12]}] is stale here, never applied (kept as recorded): "
+                         f"{differences}")
     out.print(table)
+    for line in stale:
+        out.print(line, markup=False, highlight=False)
 
 
 @app.command()

@@ -26,6 +26,9 @@ HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 GPU_PLATFORMS = frozenset({"gpu", "cuda", "rocm"})  # jax's names of the platforms XLA:GPU serves
 AUTOTUNE_FLAG = "--xla_gpu_load_autotune_results_from"
 VARIABLE = "XTAT_PROCESS_SETUP"  # how a parent hands a setup to a worker it starts
+# "BEFORE>AFTER": a setup changed the host device count from BEFORE to AFTER. Records are keyed by
+# the count the process had before xtat's runtime decision (`capture.workload.environment_identity`).
+DEVICES_VARIABLE = "XTAT_HOST_DEVICES"
 
 
 def with_flag(xla_flags: str, flag: str, value: object) -> str:
@@ -37,6 +40,19 @@ def with_flag(xla_flags: str, flag: str, value: object) -> str:
 def with_host_devices(xla_flags: str, count: int) -> str:
     """XLA_FLAGS with the host device count set to `count` (any earlier setting replaced)."""
     return with_flag(xla_flags, HOST_DEVICES_FLAG, count)
+
+
+def host_devices_of(env: dict[str, str]) -> int:
+    """The CPU device count jax gives a process started with `env`: JAX_NUM_CPU_DEVICES where it is
+    set (jax's own setting wins), else XLA_FLAGS's host device count, else one."""
+    configured = env.get("JAX_NUM_CPU_DEVICES", "").strip()
+    if configured.isdigit():
+        return int(configured)
+    for flag in reversed(env.get("XLA_FLAGS", "").split()):
+        name, _, value = flag.partition("=")
+        if name == HOST_DEVICES_FLAG and value.isdigit():
+            return int(value)
+    return 1
 
 
 def autotune_file(text: str) -> Path:
@@ -69,10 +85,12 @@ class ProcessSetup:
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         """`base` as a process entering this setup sees it (XLA_FLAGS with the device count and the
-        autotune results file)."""
+        autotune results file, and the count it had before: `DEVICES_VARIABLE`)."""
         env = dict(base)
         if self.host_devices is not None:
             env["XLA_FLAGS"] = with_host_devices(env.get("XLA_FLAGS", ""), self.host_devices)
+            before = base.get(DEVICES_VARIABLE, "").partition(">")[0] or str(host_devices_of(base))
+            env[DEVICES_VARIABLE] = f"{before}>{self.host_devices}"
         if self.autotune_results:
             env["XLA_FLAGS"] = with_flag(env.get("XLA_FLAGS", ""), AUTOTUNE_FLAG,
                                          autotune_file(self.autotune_results))

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from xtat.capture.workload import DEVICES, environment_differences
 from xtat.core.candidate import GPU_PLATFORMS, Candidate
 from xtat.core.errors import UserError
 from xtat.core.status import TrialStatus
@@ -247,6 +248,12 @@ def connect(executor: Executor, workers: int) -> bool:
                         "with `ray start --head` and join it with --executor ray:HEAD_IP:6379") from exc
 
 
+def _ignoring_devices(env: dict[str, str]) -> dict[str, str]:
+    """An environment less its device count: a worker sees the devices it was given (on GPU Ray's
+    share of the node), not the tuner's."""
+    return {key: value for key, value in env.items() if key != DEVICES}
+
+
 class WorkerStarter:
     """Starts a run's workers on the cluster: each an actor of `worker_class` holding one CPU (and on GPU
     `devices` GPUs) for its life, spread over the nodes. A worker whose node's environment is not `env`
@@ -273,15 +280,18 @@ class WorkerStarter:
                             f"worker holds {self._per_worker}; lower --workers or add nodes")
         actors: list[Any] = [self._remote.remote(*self._refs) for _ in range(workers)]
         described = self._ray.get([actor.describe.remote() for actor in actors])
-        wrong = [d for d in described if self._env is not None and d["env"] != self._env]
+        wrong = [d for d in described if not self._fits(d["env"])]
         if wrong:
             for actor in actors:
                 self._ray.kill(actor)
-            raise UserError(f"Ray node {wrong[0]['node']} runs {wrong[0]['env']}, not the workload's environment "
-                            f"{self._env}: install the same jax and jaxlib on every node, or tune on a cluster of "
-                            "this environment")
+            differences = environment_differences(self._env or {}, _ignoring_devices(wrong[0]["env"]))
+            raise UserError(f"Ray node {wrong[0]['node']} does not run the workload's environment ({differences}): "
+                            "install the same jax and jaxlib on every node, or tune on a cluster of this environment")
         self._ray.get([actor.start.remote() for actor in actors])
         return [(actor, d["node"]) for actor, d in zip(actors, described, strict=True)]
+
+    def _fits(self, env: dict[str, str]) -> bool:
+        return self._env is None or _ignoring_devices(env) == _ignoring_devices(self._env)
 
     def one_more(self, deadlines: tuple[float, float] | None) -> tuple[Any, str] | None:
         """A replacement worker, started, loaded and given the run's `deadlines` where the cluster has room
@@ -293,7 +303,7 @@ class WorkerStarter:
         actor = self._remote.remote(*self._refs)
         try:
             described = self._ray.get(actor.describe.remote(), timeout=REPLACEMENT_START_S)
-            if self._env is None or described["env"] == self._env:
+            if self._fits(described["env"]):
                 self._ray.get(actor.start.remote(), timeout=REPLACEMENT_START_S)
                 if deadlines is not None:
                     self._ray.get(actor.set_deadlines.remote(*deadlines), timeout=REPLACEMENT_START_S)
