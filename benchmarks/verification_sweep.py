@@ -1,11 +1,12 @@
 """Which configs the verification policy rejects: every curated codegen option value that does
 not relax numerics (and, with --passes, every discovered pass that the passes stage
-may switch off, switched off) on suite workloads.
+may switch off, switched off) on suite and gallery workloads.
 
     .venv/bin/python benchmarks/verification_sweep.py [--passes] [--out FILE.json] SPEC...
 
 SPEC is a suite workload (`nuts-logistic/train`), `suite` (every train and inference
-step) or `mcmc` (the four Bayesian workloads, both forms). Each config is compiled in a
+step), `mcmc` (the four Bayesian workloads, both forms), a target as `xtat tune` takes it
+(`examples/optax_loop.py:make`) or `gallery` (every `examples/*.py:make`). Each config is compiled in a
 worker and checked against the default's outputs on both input sets, exactly as the tuner
 checks a candidate (no timing). A config that does not compile is counted apart. Run it
 with PYTHONPATH pointing at an older checkout to count what an older policy rejected.
@@ -17,7 +18,9 @@ import argparse
 import json
 import time
 from collections import Counter
+from pathlib import Path
 
+from xtat.capture.targets import load_target
 from xtat.capture.workload import capture
 from xtat.core.candidate import Candidate
 from xtat.runner.protocol import Failed, InputSet
@@ -31,6 +34,7 @@ from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
 
 MCMC = ("hmc-logistic", "nuts-logistic", "eight-schools", "gaussian-mixture")
+GALLERY = Path(__file__).resolve().parent.parent / "examples"
 
 
 def codegen_configs() -> list[dict]:
@@ -39,7 +43,7 @@ def codegen_configs() -> list[dict]:
 
 
 def sweep(spec: str, passes: bool) -> dict:
-    captured = capture(suite_workload(spec))
+    captured = capture(load_target(spec) if ":" in spec else suite_workload(spec))
     stages = make_stages()
     rows = []
     with open_runner(captured, TuneSettings()) as runner:
@@ -78,7 +82,10 @@ def main() -> None:
     specs: list[str] = []
     for spec in args.specs:
         names = list(entries()) if spec == "suite" else list(MCMC) if spec == "mcmc" else None
-        specs += [f"{n}/{f}" for n in names for f in FORMS] if names else [spec]
+        if spec == "gallery":
+            specs += [f"{path}:make" for path in sorted(GALLERY.glob("*.py"))]
+        else:
+            specs += [f"{n}/{f}" for n in names for f in FORMS] if names else [spec]
     results, started = [], time.perf_counter()
     for spec in specs:
         result = sweep(spec, args.passes)
