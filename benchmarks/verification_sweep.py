@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -83,7 +84,7 @@ def main() -> None:
     for spec in args.specs:
         names = list(entries()) if spec == "suite" else list(MCMC) if spec == "mcmc" else None
         if spec == "gallery":
-            specs += [f"{path}:make" for path in sorted(GALLERY.glob("*.py"))]
+            specs += [f"{os.path.relpath(path)}:make" for path in sorted(GALLERY.glob("*.py"))]
         else:
             specs += [f"{n}/{f}" for n in names for f in FORMS] if names else [spec]
     results, started = [], time.perf_counter()

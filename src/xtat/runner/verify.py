@@ -62,8 +62,11 @@ class Bounds:
     # Fraction of elements that may exceed the element bound at all, their error limited by the norm
     # rule only: Adam's first steps move a parameter by +-lr whatever its gradient's size, so a
     # near-zero gradient whose sign a reordering flips moves it by 2*lr (seen: 1-4 elements in
-    # 36864-2359296 of ResNet-18's kernels with `algsimp` off, 33-62x the bound).
+    # 36864-2359296 of ResNet-18's kernels with `algsimp` off, 33-62x the bound). Rounded up in a
+    # leaf of `outlier_leaf` elements or more: one flip in halonet/train's 4096-element attention
+    # kernel under another dot library; never in a smaller leaf, where one element is a share.
     outliers: float = 1e-4
+    outlier_leaf: int = 1000
 
 
 _BOUNDS = {
@@ -91,7 +94,7 @@ class Tolerance:
         rtol = b.rtol if self.rtol is None else self.rtol
         atol = b.atol if self.atol is None else self.atol
         # A user who relaxes the element tolerance relaxes the norm bound alike.
-        return Bounds(rtol, atol, b.floor, max(b.norm, rtol), b.spread, b.outliers)
+        return Bounds(rtol, atol, b.floor, max(b.norm, rtol), b.spread, b.outliers, b.outlier_leaf)
 
 
 @dataclass(frozen=True)
@@ -269,7 +272,8 @@ def compare(outputs: list[np.ndarray], reference: list[np.ndarray], tolerance: T
 def _judge(index: int, s: LeafStats, bounds: Bounds, allowed: LeafBudget) -> list[Mismatch]:
     out = []
     where = f"worst at {list(s.worst)}: {s.got:.7g} vs {s.want:.7g}"
-    fraction = math.floor(bounds.outliers * s.size)  # outliers held by the norm rule alone
+    # Outliers held by the norm rule alone.
+    fraction = math.ceil(bounds.outliers * s.size) if s.size >= bounds.outlier_leaf else 0
     if s.beyond > max(allowed.outliers, fraction):
         out.append(Mismatch(Rule.ELEMENT, index, f"{s.beyond} values beyond the element bound (rtol={bounds.rtol:g} "
                             f"atol={bounds.atol:g} floor={bounds.floor:g}xRMS; {max(allowed.outliers, fraction)} "
