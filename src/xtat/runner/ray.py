@@ -284,7 +284,8 @@ class WorkerStarter:
         if wrong:
             for actor in actors:
                 self._ray.kill(actor)
-            differences = environment_differences(self._env or {}, _ignoring_devices(wrong[0]["env"]))
+            differences = environment_differences(_ignoring_devices(self._env or {}),
+                                                  _ignoring_devices(wrong[0]["env"]))
             raise UserError(f"Ray node {wrong[0]['node']} does not run the workload's environment ({differences}): "
                             "install the same jax and jaxlib on every node, or tune on a cluster of this environment")
         self._ray.get([actor.start.remote() for actor in actors])
