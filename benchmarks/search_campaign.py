@@ -2,7 +2,7 @@
 tuning run, each with its adopted config, search, side-by-side, confirmed and delivered speedups.
 
     .venv/bin/python benchmarks/search_campaign.py TARGET... [--efforts quick,standard] [--no-ceiling] \
-        [--pairs 4] [--rounds 11] [--json OUT.json] [--keep FOLDER]
+        [--ceiling-from CEILING.json] [--pairs 4] [--rounds 11] [--json OUT.json] [--keep FOLDER]
     .venv/bin/python benchmarks/search_campaign.py --summarise OUT.json... (the lines of several runs together)
 
 TARGET names a workload as `xtat tune` does (examples/NAME.py:make, suite:gpt/inference, ...). Per target:
@@ -36,13 +36,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def ceiling(target: str, folder: Path) -> dict:
+def ceiling(target: str, folder: Path, measured: Path | None = None) -> dict:
+    """The ceiling's row: measured now, or read from `measured` (a `ceiling.py --json` file of this
+    target: the ceiling does not depend on the search's code, and takes 5-15 minutes a program)."""
     out = folder / "ceiling.json"
-    done = subprocess.run([sys.executable, str(HERE / "ceiling.py"), target, "--json", str(out)], text=True,
-                          capture_output=True)
-    print(done.stdout, end="", flush=True)
-    if done.returncode != 0:
-        return {"error": done.stderr.strip()[-300:]}
+    if measured is not None:
+        out.write_text(measured.read_text())
+    else:
+        done = subprocess.run([sys.executable, str(HERE / "ceiling.py"), target, "--json", str(out)], text=True,
+                              capture_output=True)
+        print(done.stdout, end="", flush=True)
+        if done.returncode != 0:
+            return {"error": done.stderr.strip()[-300:]}
     data = json.loads(out.read_text())
     best = data["best"]
     row = data["rechecked"][best] if best else None  # the ceiling's figure: measured again (ceiling.py)
@@ -78,7 +83,8 @@ def search_figures(db: Path, finalists: list[dict]) -> list[dict]:
     return rows
 
 
-def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds: int, keep: Path | None) -> dict:
+def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds: int, keep: Path | None,
+        ceiling_from: Path | None = None) -> dict:
     sys.path.insert(0, str(HERE))
     from real_code import delivered  # benchmarks/real_code.py
 
@@ -88,7 +94,7 @@ def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds:
         folder = Path(scratch) if keep is None else keep / re.sub(r"[^A-Za-z0-9_.-]+", "_", target)
         folder.mkdir(parents=True, exist_ok=True)
         if with_ceiling:
-            row.update(ceiling(target, folder))
+            row.update(ceiling(target, folder, ceiling_from))
         for effort in efforts:
             db = folder / f"{effort}.db"
             result = tune(target, effort, db)
@@ -157,6 +163,8 @@ def main() -> None:
                         help="measure nothing: print the summary of the rows these --json files hold, together")
     parser.add_argument("--efforts", default="quick,standard")
     parser.add_argument("--no-ceiling", action="store_true")
+    parser.add_argument("--ceiling-from", type=Path, metavar="JSON",
+                        help="one TARGET: its ceiling as an earlier `ceiling.py --json` measured it, not again")
     parser.add_argument("--pairs", type=int, default=4, help="pairs of fresh processes for the delivered figure")
     parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds per pair")
     parser.add_argument("--json", type=Path)
@@ -169,13 +177,15 @@ def main() -> None:
         return
     if not options.targets:
         parser.error("name at least one TARGET (or --summarise JSON files)")
+    if options.ceiling_from is not None and len(options.targets) != 1:
+        parser.error("--ceiling-from holds one target's ceiling: name exactly one TARGET")
     if options.keep is not None and options.keep.exists() and any(options.keep.iterdir()):
         # A store left there would be resumed: its run would report an earlier decision as new.
         parser.error(f"--keep {options.keep}: the folder is not empty; give a new one")
     rows = []
     for target in options.targets:
         rows.append(one(target, efforts, not options.no_ceiling, options.pairs, options.rounds,
-                        options.keep))
+                        options.keep, options.ceiling_from))
         if options.json:
             options.json.write_text(json.dumps(rows, indent=1) + "\n")
     print(summary(rows, efforts))

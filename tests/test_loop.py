@@ -338,3 +338,46 @@ def test_candidates_race_against_what_the_incumbent_is_surely_worth():
     # lower bound, and a raced trial's partial figure never sets it.
     assert race_incumbent([trial(2.0, 1.2), trial(1.5, 1.4), trial(3.0, 2.5, raced=True)]) == 1.4
     assert race_incumbent([]) == 1.0
+
+
+def test_a_runtime_setup_is_timed_beside_the_default_in_its_own_worker_scaled_by_its_factor(tmp_path, monkeypatch):
+    """Real workers: a candidate pinned to one CPU is timed against the default rebuilt in its own
+    worker (pairing cancels that process's placement), and the default's samples are scaled by the
+    setup's factor, measured once over `setup_pairs` pairs of processes: the run's two and fresh
+    pairs, started for it and closed. Side by side, its rounds are spread over as many placements."""
+    from xtat.capture.workload import capture
+    from xtat.core.candidate import ProcessSetup
+    from xtat.runner.process import ProcessRunner
+    from xtat.runner.protocol import Compiled, Timed
+    from xtat.runner.timing import TimingPolicy, speedup_ci
+    from xtat.runner.verify import Tolerance
+
+    captured = capture(tiny_mlp())
+    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, captured.verify_inputs,
+                           lambda program, layout: b"", 60.0, 10.0, 20.0)
+    timing = TimingPolicy(min_sample_s=0.003, samples=7, contender_pairs=7, setup_pairs=3)
+    pinned = Candidate(process=ProcessSetup(cpus=1))
+    try:
+        runner.start()
+        assert isinstance(runner.build("a", pinned), Compiled)
+        first = runner.measure("a", pinned, Tolerance(), timing)
+        assert isinstance(first, Timed), first
+        assert len(list(tmp_path.glob("setup-pair-*.log"))) == 4  # two fresh pairs beside the run's own
+        assert len(runner.pids()) == 2  # the fresh pairs are closed: the default's worker and the pinned one
+        factor = runner.setup_factor(pinned.process, timing)  # measured once: no process is started for it
+        assert len(list(tmp_path.glob("setup-pair-*.log"))) == 4 and 0.2 < factor < 5
+        monkeypatch.setattr(runner, "setup_factor", lambda setup, timing: 2 * factor)
+        runner.pool.discard(ProcessSetup())  # the default's worker: the pinned candidate needs none
+        second = runner.measure("a", pinned, Tolerance(), timing)
+        assert isinstance(second, Timed), second
+        assert len(runner.pids()) == 1  # its reference was in its own worker
+        ratio = speedup_ci(list(second.reference), list(second.samples))[0] / \
+            speedup_ci(list(first.reference), list(first.samples))[0]
+        assert 1.5 < ratio < 2.7, ratio  # the factor scales the figure
+        # Side by side, the rounds are split over `setup_pairs` placements in fresh workers.
+        before = len(list(tmp_path.glob("worker-*.log")))
+        samples = runner.interleave([("default", Candidate()), ("a", pinned)], 6, timing)
+        assert len(list(tmp_path.glob("worker-*.log"))) - before == 3 * 2
+        assert len(samples["default"]) == len(samples["a"]) == 6
+    finally:
+        runner.close()

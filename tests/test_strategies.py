@@ -224,18 +224,36 @@ def test_no_op_decisions_are_reported_and_left_out():
     assert all("b" not in config.get("codegen", {}) for config in later)  # left out of the random phase
 
 
-def test_sweep_combines_the_decisions_that_helped_right_after_the_sweep():
+def test_sweep_combines_each_clear_win_as_soon_as_its_decision_is_swept():
     strategy = _strategy("sweep")
     probes = sum(len(configs) for _, configs in strategy.probes)
     history = _drive(strategy, 1 + probes + 6)
-    # Faster than the base alone: a=2, q=2 (with p), b=3, e=2, d=y; greedily combined, fastest first.
+    asked = [SPACE.canonical(config) for config, _ in history]
+    # a's three values are swept (a=2 fastest: the best so far, no extra config); right after b's
+    # last value, b=3 (15% faster than the base) joins it, before c is probed.
+    after_b = asked.index(SPACE.canonical({"codegen": {"b": 3}})) + 1
+    assert asked[after_b] == SPACE.canonical({"codegen": {"a": 2, "b": 3}})
+    assert asked[after_b + 1] == SPACE.canonical({"codegen": {"c": True}})
+    # d=y (3% faster) and e=2 (4%) join in turn as soon as their decisions are swept, then q=2 (with p).
+    after_e = asked.index(SPACE.canonical({"codegen": {"e": 3}})) + 1
+    assert asked[after_e] == SPACE.canonical({"codegen": {"a": 2, "b": 3, "d": "y", "e": 2}})
     combined = {"codegen": {"a": 2, "b": 3, "d": "y", "e": 2}, "passes": {"p": True}, "program": {"q": 2}}
-    after_sweep = [SPACE.canonical(config) for config, _ in history[1 + probes:]]
-    assert after_sweep[0] == SPACE.canonical({"codegen": {"a": 2}, "passes": {"p": True}, "program": {"q": 2}})
-    assert after_sweep[3] == SPACE.canonical(combined)
+    assert SPACE.canonical(combined) in asked[:1 + probes + 5]
     assert min(s for _, s in history if s is not None) <= fake_builder(combined) * (1 + 1e-9)
     # c alone is 10% slower (without d=y): it is never combined.
-    assert all(not c.get("codegen", {}).get("c") for c in after_sweep[:4])
+    greedy = asked[:asked.index(SPACE.canonical(combined)) + 1]
+    assert all(not c.get("codegen", {}).get("c") for c in greedy if len(c.get("codegen", {})) > 1)
+
+
+def test_sweep_combines_changes_within_the_margin_only_after_the_sweep():
+    strategy = _strategy("sweep", decisions=[P, A])
+    probes = sum(len(configs) for _, configs in strategy.probes)
+    history = _drive(strategy, 1 + probes + 2)
+    asked = [config for config, _ in history]
+    # p is 1% faster (inside the margin) and a=2 20%: a=2 is the best once a is swept, and p joins
+    # it only after the sweep, as the first config after it.
+    assert all(len(c.get("codegen", {})) + len(c.get("passes", {})) <= 1 for c in asked[:1 + probes])
+    assert asked[1 + probes] == {"codegen": {"a": 2}, "passes": {"p": True}}
 
 
 # A space where only three of ten decisions change the executable: the rest are inert, as many

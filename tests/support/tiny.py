@@ -39,7 +39,7 @@ def tiny_noisy_mlp() -> xtat.Workload:
 # decided, not how fast: a winner is adopted whatever else loads the test machine (the load
 # rule has tests of its own, in test_tune.py).
 FAST = dict(min_sample_s=0.005, samples=5, rounds=5, min_deadline_s=20.0, confirm_min_sample_s=0.005,
-            adopt_under_load=True)
+            adopt_under_load=True, setup_pairs=2)
 
 
 # Configs with executables of their own, on any CPU. Tests that need a config that builds

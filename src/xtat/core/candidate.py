@@ -79,6 +79,12 @@ class ProcessSetup:
     def __bool__(self) -> bool:
         return self.cpus is not None or self.host_devices is not None or bool(self.autotune_results)
 
+    @property
+    def runtime(self) -> ProcessSetup:
+        """The part that changes how the process runs any program (its CPUs, its host devices), as
+        against what only changes its compiles (the autotune results)."""
+        return ProcessSetup(self.cpus, self.host_devices)
+
     def to_json(self) -> dict[str, object]:
         return {k: v for k, v in (("cpu_count", self.cpus), ("host_device_count", self.host_devices),
                                   ("autotune_results", self.autotune_results or None)) if v is not None}

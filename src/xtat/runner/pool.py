@@ -210,6 +210,10 @@ class Pool:
         self._workers[setup] = worker
         return worker
 
+    def spare(self, setup: ProcessSetup, name: str) -> WorkerProcess:
+        """A worker outside the pool (the caller closes it), logged to `name`.log."""
+        return WorkerProcess(setup, self.log_dir / f"{name}.log", self.device)
+
     def pids(self) -> list[int]:
         return [worker.process.pid for worker in self._workers.values() if worker.alive()]
 

@@ -102,7 +102,8 @@ class ProcessRunner:
         self.compile_deadline_s = startup_deadline_s
         self.measure_deadline_s = startup_deadline_s
         self.budget = Budget()  # verification budget, calibrated with the reference
-        self._reference_in: tuple[WorkerProcess, int] | None = None  # see `_reference`
+        self._references: dict[ProcessSetup, tuple[WorkerProcess, int]] = {}  # see `_reference`
+        self._factors: dict[ProcessSetup, float] = {}  # see `setup_factor`
 
     def slots(self) -> list[ProcessRunner]:
         """This runner and `compile_slots - 1` siblings: each with workers of its own, sharing the run
@@ -114,7 +115,7 @@ class ProcessRunner:
             logs = self.folder / f"slot-{len(self._siblings) + 1}"
             logs.mkdir(exist_ok=True)
             sibling.pool = Pool(logs, self.pool.device)
-            sibling._siblings, sibling._reference_in = [], None
+            sibling._siblings, sibling._references, sibling._factors = [], {}, {}
             self._siblings.append(sibling)
         return [self, *self._siblings]
 
@@ -155,13 +156,16 @@ class ProcessRunner:
         """A loaded worker for this setup, and whether it was just started (it holds no builds)."""
         worker, started = (self.pool.fresh(setup), True) if fresh else self.pool.get(setup)
         if started:
-            with self._loading:  # the first worker of any slot writes the reference files the others load
-                loaded = worker.request(p.LoadRun(str(self.folder)), self.startup_deadline_s)
-                if not isinstance(loaded, p.Loaded):
-                    raise UserError(f"worker could not load the program: {_why(loaded)}")
-                if not loaded.has_reference:
-                    self._prepare_reference(worker)
+            self._load(worker)
         return worker, started
+
+    def _load(self, worker: WorkerProcess) -> None:
+        with self._loading:  # the first worker of any slot writes the reference files the others load
+            loaded = worker.request(p.LoadRun(str(self.folder)), self.startup_deadline_s)
+            if not isinstance(loaded, p.Loaded):
+                raise UserError(f"worker could not load the program: {_why(loaded)}")
+            if not loaded.has_reference:
+                self._prepare_reference(worker)
 
     def pids(self) -> list[int]:
         return [pid for runner in (self, *self._siblings) for pid in runner.pool.pids()]
@@ -221,8 +225,10 @@ class ProcessRunner:
     def measure(self, id: str, candidate: Candidate, tolerance: Tolerance, timing: TimingPolicy, *,
                 is_default: bool = False, race: Race | None = None) -> p.Timed | p.Failed:
         """The default is timed alone; a candidate is verified, then timed in pairs with the reference
-        (the default, built in the default's worker), which may be its own worker or another
-        (a candidate with a process setup of its own)."""
+        (the default, built in the candidate's own worker). A candidate whose process setup sets the
+        runtime is timed against the default built in its worker, and the reference's samples are scaled
+        by the setup's factor (`setup_factor`: the default's time in a default process over its time
+        in a process with the setup), so its figure is still a speedup over the default as deployed."""
         if is_default:
             def alone() -> p.Timed | p.Failed:
                 worker = self._worker(candidate.process)  # started and loaded before the lock is taken
@@ -235,7 +241,12 @@ class ProcessRunner:
         def timed() -> p.Timed | p.Failed:
             start = time.perf_counter()
             worker = self._worker(candidate.process)
-            reference, reference_inner = self._reference(timing)  # may compile: before the lock is held
+            # Both may compile and start processes: before the lock is held. A setup that only loads
+            # autotune results is timed against the default's worker: in its own, the default would
+            # compile with those results too.
+            beside = candidate.process if candidate.process == candidate.process.runtime else ProcessSetup()
+            factor = self.setup_factor(beside, timing) if beside else 1.0
+            reference, reference_inner = self._reference(timing, beside)
             deadline = self.measure_deadline_s
             with holding(self.measure_lock), _timing(self.node, id):  # verifying runs the build too
                 prepared = _expect(worker.request(p.Prepare(id, tolerance, timing), deadline), p.Prepared)
@@ -246,8 +257,8 @@ class ProcessRunner:
                     return _sampled(worker.request(p.Sample(id, prepared.inner), deadline), id)
 
                 def theirs() -> float:
-                    return _sampled(reference.request(p.Sample(REFERENCE_ID, reference_inner), deadline),
-                                    "the reference")
+                    return factor * _sampled(reference.request(p.Sample(REFERENCE_ID, reference_inner), deadline),
+                                             "the reference")
 
                 pairs = paired(mine, theirs, timing, race)
             median, low, high = median_ci(list(pairs.samples), seed=timing.seed)
@@ -256,21 +267,69 @@ class ProcessRunner:
 
         return self._guarded(candidate, timed)
 
-    def _reference(self, timing: TimingPolicy) -> tuple[WorkerProcess, int]:
-        """The default's worker holding the default built as the reference of paired timing, and its
+    def _reference(self, timing: TimingPolicy,
+                   setup: ProcessSetup = ProcessSetup()) -> tuple[WorkerProcess, int]:
+        """The worker of `setup` holding the default built as the reference of paired timing, and its
         inner repeats; built again (from the compile cache when it can) after that worker was replaced."""
-        worker = self._worker()
-        if self._reference_in is None or self._reference_in[0] is not worker:
-            built = self._compile(worker, REFERENCE_ID, Candidate(), is_default=True)
-            if isinstance(built, p.Failed):
-                raise WorkerFailure(TrialStatus.RUN_ERROR,
-                                    f"the reference (the default) did not rebuild: {_why(built)}")
-            with holding(self.measure_lock):
-                calibrated = worker.request(p.Calibrate(REFERENCE_ID, timing), self.measure_deadline_s)
-            if not isinstance(calibrated, p.Calibrated):
-                raise WorkerFailure(TrialStatus.RUN_ERROR, f"calibrating the reference failed: {_why(calibrated)}")
-            self._reference_in = (worker, calibrated.inner)
-        return self._reference_in
+        worker = self._worker(setup)
+        held = self._references.get(setup)
+        if held is None or held[0] is not worker:
+            self._references[setup] = (worker, self._built_reference(worker, timing))
+        return self._references[setup]
+
+    def _built_reference(self, worker: WorkerProcess, timing: TimingPolicy) -> int:
+        """Builds the default as the reference in `worker`; its calibrated inner repeats."""
+        built = self._compile(worker, REFERENCE_ID, Candidate(), is_default=True)
+        if isinstance(built, p.Failed):
+            raise WorkerFailure(TrialStatus.RUN_ERROR, f"the reference (the default) did not rebuild: {_why(built)}")
+        with holding(self.measure_lock):
+            calibrated = worker.request(p.Calibrate(REFERENCE_ID, timing), self.measure_deadline_s)
+        if not isinstance(calibrated, p.Calibrated):
+            raise WorkerFailure(TrialStatus.RUN_ERROR, f"calibrating the reference failed: {_why(calibrated)}")
+        return calibrated.inner
+
+    def setup_factor(self, setup: ProcessSetup, timing: TimingPolicy) -> float:
+        """How much faster the default runs in a process entering `setup` than in a default process:
+        the geometric mean over `timing.setup_pairs` pairs of processes of each pair's median ratio
+        (the two processes' default builds timed in alternating pairs), measured once per run.
+
+        The first pair is the run's own two workers; the others are started for this and closed.
+        One pair is not enough: two processes holding the same executable differ by up to ~20%
+        on a VM (heap and code placement, the host's placement of each), steadily for their
+        whole lives, so a figure resting on one pair of processes is that pair's, and a candidate's
+        search figure missed its side-by-side one by 12-20% on half of the campaign's finalists
+        that held the CPU count (docs/search.md). Every candidate with the setup is then timed
+        against the default in its own worker, where pairing cancels the process's placement."""
+        if setup not in self._factors:
+            default_side, setup_side = self._reference(timing), self._reference(timing, setup)
+            ratios = [self._process_ratio(default_side, setup_side, timing)]
+            for index in range(timing.setup_pairs - 1):
+                pair = [self.pool.spare(s, f"setup-pair-{len(self._factors)}-{index}-{side}")
+                        for s, side in ((ProcessSetup(), "default"), (setup, "setup"))]
+                try:
+                    for worker in pair:
+                        self._load(worker)
+                    sides = [(worker, self._built_reference(worker, timing)) for worker in pair]
+                    ratios.append(self._process_ratio(sides[0], sides[1], timing))
+                finally:
+                    for worker in pair:
+                        worker.close()
+            self._factors[setup] = float(np.exp(np.mean(np.log(ratios))))
+        return self._factors[setup]
+
+    def _process_ratio(self, default_side: tuple[WorkerProcess, int], setup_side: tuple[WorkerProcess, int],
+                       timing: TimingPolicy) -> float:
+        """The median ratio of the default's time in `default_side`'s process to its time in
+        `setup_side`'s, over `timing.contender_pairs` alternating pairs."""
+        def sampler(side: tuple[WorkerProcess, int]) -> Callable[[], float]:
+            worker, inner = side
+            return lambda: _sampled(worker.request(p.Sample(REFERENCE_ID, inner), self.measure_deadline_s),
+                                    "the reference")
+
+        with holding(self.measure_lock), _timing(self.node, "setup-factor"):
+            pairs = paired(sampler(setup_side), sampler(default_side),
+                           replace(timing, samples=max(timing.samples, timing.contender_pairs)))
+        return pairs.speedup[0]
 
     def release(self, id: str, candidate: Candidate) -> None:
         worker = self.pool.live(candidate.process)
@@ -357,12 +416,22 @@ class ProcessRunner:
 
     def interleave(self, builds: list[tuple[str, Candidate]], rounds: int,
                    timing: TimingPolicy) -> dict[str, list[float]]:
-        placement = self.place(builds, timing)
-        samples: dict[str, list[float]] = {id: [] for id, _ in placement.placed}
+        """`rounds` rounds of the builds, each placed in fresh workers. Where a build holds a process
+        setup of its own, the rounds are split over `timing.setup_pairs` placements one after another
+        (as `setup_factor`, for the same reason: a figure across processes is one pair's otherwise);
+        a build that failed in any placement has no samples."""
+        placements = timing.setup_pairs if any(candidate.process.runtime for _, candidate in builds) else 1
+        each = -(-rounds // placements)
+        samples: dict[str, list[float]] = {id: [] for id, _ in builds}
         shuffle = random.Random(timing.seed)
-        for _ in range(rounds):
-            for id, seconds in placement.sample_round(shuffle).items():
-                samples[id].append(seconds)
+        for _ in range(placements):
+            placement = self.place(builds, timing)
+            for id in {id for id, _ in builds} - {id for id, _ in placement.placed}:
+                samples.pop(id, None)
+            for _ in range(each):
+                for id, seconds in placement.sample_round(shuffle).items():
+                    if id in samples:
+                        samples[id].append(seconds)
         return samples
 
     def close(self) -> None:

@@ -15,6 +15,8 @@ class TimingPolicy:
     min_sample_s: float = 0.02  # one sample lasts at least this long
     samples: int = 5  # samples of a build timed alone; pairs of the short block of a paired timing
     contender_pairs: int = 15  # pairs a candidate that may beat the incumbent is timed for in all
+    # Pairs of processes a process setup's effect is measured over (`runner.process`: setup factor).
+    setup_pairs: int = 3
     max_inner: int = 10_000
     seed: int = 0
 

@@ -6,9 +6,14 @@ executable as the base) is reported in `no_ops` and left out of the random
 phase.
 
 Wins of separate decisions often add up, and a budget spent on the sweep alone
-never tries them together. So the sweep is followed by a greedy combination:
-each decision's best value that beat the base, best first, is added to the best
-combination so far, and kept when the combination got faster.
+never tries them together. So helpful single changes are combined greedily: each
+is added to the best combination so far, and the combination is kept when it got
+faster. A clear win (faster than the base beyond the tie margin) joins as soon as
+it is seen, before the sweep goes on: a short budget that ends inside the sweep
+(quick effort ends among the global decisions) still ends with its clear wins
+combined, where the ceiling's best usually lies (the CPU count with a pass or an
+option). After the sweep, the changes that were faster only within the margin are
+tried the same way, fastest first.
 
 The random phase keeps each decision at its base value half of the time (XLA's
 defaults are usually good, and configs near them compile and verify more often).
@@ -20,61 +25,71 @@ from typing import Any
 
 from xtat.core.space import Config, Decision, config_key, merge
 from xtat.search.base import SearchStrategy, requirements, value_of
+from xtat.search.order import TIE_MARGIN
 
 
 class SweepThenRandom(SearchStrategy):
     def __init__(self, decisions: list[Decision], **options: Any) -> None:
         super().__init__(decisions, **options)
         self._sweep = iter([config for _, configs in self.probes for config in configs])
-        self._helpful: list[tuple[float, Config]] | None = None  # single changes left to combine, fastest first
+        self._swept = False
+        self._combined: set[tuple[str, str]] = set()  # decisions whose best change was combined
         self._best: tuple[Config, float] | None = None  # the best combination so far
-        self._trying: Config | None = None  # the combination asked and not yet told
+        # The combination asked and not yet told, and the single change it adds (config, seconds).
+        self._trying: tuple[Config, tuple[Config, float]] | None = None
 
     def _propose(self) -> Config | None:
+        combination = self._combine(clear_only=not self._swept)
+        if combination is not None:
+            return combination
         probe = next(self._sweep, None)
         if probe is not None:
             return probe
-        combination = self._combine()
+        self._swept = True
+        combination = self._combine(clear_only=False)
         return combination if combination is not None else self.sample(keep_base=0.5)
 
     def _observe(self, config: Config, seconds: float | None) -> None:
-        if self._trying is not None and config_key(config) == config_key(self._trying):
+        if self._trying is not None and config_key(config) == config_key(self._trying[0]):
+            single = self._trying[1]
             self._trying = None
-            if seconds is not None and self._best is not None and seconds < self._best[1]:
-                self._best = (config, seconds)
+            assert self._best is not None
+            # The best of the combination, the best before it and the change on its own.
+            timed = [self._best, single] + ([(config, seconds)] if seconds is not None else [])
+            self._best = min(timed, key=lambda t: t[1])
 
-    def _combine(self) -> Config | None:
-        """The next greedy combination to measure, or None once there is none (or one is in flight)."""
+    def _combine(self, clear_only: bool) -> Config | None:
+        """The next greedy combination to measure, or None (none is left, or one is in flight)."""
         if self._trying is not None:
             return None
-        if self._helpful is None:
-            self._helpful = self._helpful_changes()
-            if not self._helpful:
-                return None
-            seconds, first = self._helpful.pop(0)  # a probe: measured already
-            self._best = (self.normalize(merge(self.base, first)), seconds)
-        while self._helpful:
-            _, change = self._helpful.pop(0)
-            assert self._best is not None
+        for seconds, decision, change in self._helpful_changes(clear_only):
+            if decision in self._combined:
+                continue
+            self._combined.add(decision)
+            single = (self.normalize(merge(self.base, change)), seconds)
+            if self._best is None:
+                self._best = single  # a probe: measured already
+                continue
             combination = self.normalize(merge(self._best[0], change))
-            if config_key(combination) not in self.results:
-                self._trying = combination
-                return combination
+            self._trying = (combination, single)
+            return combination  # known already: `ask` tells it at once
         return None
 
-    def _helpful_changes(self) -> list[tuple[float, Config]]:
-        """Per decision that is not a no-op, its fastest single change that beat the base; fastest first."""
+    def _helpful_changes(self, clear_only: bool) -> list[tuple[float, tuple[str, str], Config]]:
+        """Per decision that is not a no-op and whose probes were all told, its fastest single change
+        that beat the base (beyond the tie margin when `clear_only`); fastest first."""
         base_s = self.results.get(config_key(self.base))
         if base_s is None:
             return []
-        best: list[tuple[float, Config]] = []
+        bound = base_s / (1.0 + TIE_MARGIN) if clear_only else base_s
+        best: list[tuple[float, tuple[str, str], Config]] = []
         no_ops = set(self.no_ops_keys())  # faster only by noise: the executable was the base's
         for decision, configs in self.probes:
-            if (decision.stage, decision.id) in no_ops:
+            if (decision.stage, decision.id) in no_ops or any(config_key(c) not in self.results for c in configs):
                 continue
-            timed = [(s, c) for c in configs if (s := self.results.get(config_key(c))) is not None and s < base_s]
+            timed = [(s, c) for c in configs if (s := self.results.get(config_key(c))) is not None and s < bound]
             if timed:
                 seconds, config = min(timed, key=lambda t: t[0])
                 change = merge(requirements(decision), {decision.stage: {decision.id: value_of(config, decision)}})
-                best.append((seconds, change))
+                best.append((seconds, (decision.stage, decision.id), change))
         return sorted(best, key=lambda t: t[0])

@@ -39,7 +39,7 @@ class Effort(StrEnum):
 
 
 EFFORTS: dict[Effort, dict[str, Any]] = {
-    Effort.QUICK: dict(budget=None, time_s=40.0, finalists=1, confirm_looks=2, confirm_time_s=20.0),
+    Effort.QUICK: dict(budget=None, time_s=40.0, finalists=1, confirm_looks=2, confirm_time_s=20.0, setup_pairs=2),
     Effort.STANDARD: dict(budget=None, time_s=180.0, finalists=3, confirm_looks=4, confirm_time_s=60.0),
     Effort.EXHAUSTIVE: dict(budget=1000, time_s=None, finalists=5, confirm_looks=6, confirm_time_s=120.0),
 }
@@ -81,6 +81,9 @@ class TuneSettings:
     # beat the incumbent.
     samples: int = 5
     contender_pairs: int = 15
+    # Pairs of processes a process setup's effect is measured over, in the search and side by side
+    # (`runner.process.ProcessRunner.setup_factor`).
+    setup_pairs: int = 3
     deadline_factor: float = 10.0  # deadlines are this multiple of the default's times
     min_deadline_s: float = 30.0
     startup_deadline_s: float = 180.0
@@ -114,6 +117,8 @@ class TuneSettings:
             raise UserError("--allow-numerics-change needs a tolerance: pass --rtol and/or --atol")
         if self.samples < 3 or self.rounds < 3:
             raise UserError("samples and rounds must be at least 3")
+        if self.setup_pairs < 1:
+            raise UserError("setup_pairs must be at least 1")
         if self.confirm_looks < 1 or self.confirm_time_s <= 0:
             raise UserError("--confirm-time must be positive and confirm_looks at least 1")
         unknown = [s for s in self.stages if s not in STAGE_ORDER]
@@ -163,7 +168,7 @@ class TuneSettings:
     @property
     def timing(self) -> TimingPolicy:
         return TimingPolicy(min_sample_s=self.min_sample_s, samples=self.samples,
-                            contender_pairs=self.contender_pairs, seed=self.seed)
+                            contender_pairs=self.contender_pairs, setup_pairs=self.setup_pairs, seed=self.seed)
 
     @property
     def tolerance(self) -> Tolerance:
