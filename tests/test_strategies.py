@@ -246,13 +246,13 @@ def test_sweep_combines_each_clear_win_as_soon_as_its_decision_is_swept():
 
 
 def test_sweep_combines_changes_within_the_margin_only_after_the_sweep():
-    strategy = _strategy("sweep", decisions=[P, A])
+    strategy = _strategy("sweep", decisions=[P, A, C])
     probes = sum(len(configs) for _, configs in strategy.probes)
     history = _drive(strategy, 1 + probes + 2)
     asked = [config for config, _ in history]
-    # p is 1% faster (inside the margin) and a=2 20%: a=2 is the best once a is swept, and p joins
-    # it only after the sweep, as the first config after it.
-    assert all(len(c.get("codegen", {})) + len(c.get("passes", {})) <= 1 for c in asked[:1 + probes])
+    # p is 1% faster (inside the margin) and a=2 20%: a=2 is the best once a is swept, c is probed,
+    # and p joins a=2 only after the sweep, as the first config after it.
+    assert [c for c in asked[:1 + probes]] == [{}, *(c for _, configs in strategy.probes for c in configs)]
     assert asked[1 + probes] == {"codegen": {"a": 2}, "passes": {"p": True}}
 
 

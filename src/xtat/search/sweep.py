@@ -45,9 +45,10 @@ class SweepThenRandom(SearchStrategy):
         probe = next(self._sweep, None)
         if probe is not None:
             return probe
-        self._swept = True
-        combination = self._combine(clear_only=False)
-        return combination if combination is not None else self.sample(keep_base=0.5)
+        if not self._swept:  # the changes within the margin join now
+            self._swept = True
+            return self._propose()
+        return self.sample(keep_base=0.5)
 
     def _observe(self, config: Config, seconds: float | None) -> None:
         if self._trying is not None and config_key(config) == config_key(self._trying[0]):
