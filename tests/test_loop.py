@@ -381,3 +381,36 @@ def test_a_runtime_setup_is_timed_beside_the_default_in_its_own_worker_scaled_by
         assert len(samples["default"]) == len(samples["a"]) == 6
     finally:
         runner.close()
+
+
+class LoggingWorker:
+    """Test double of a worker process: each Sample request is logged (by worker) in a shared log and
+    answers its position there as its "seconds"."""
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name, self.log = name, log
+
+    def request(self, request, deadline_s: float):
+        from xtat.runner.protocol import Sampled
+
+        self.log.append(self.name)
+        return Sampled(float(len(self.log)))
+
+
+def test_a_worker_that_sat_idle_gives_one_dropped_sample_before_it_is_timed():
+    import random
+
+    from xtat.runner.process import ProcessPlacement
+
+    log: list[str] = []
+    finalists, default = LoggingWorker("finalists", log), LoggingWorker("default", log)
+    placed = [("a", finalists), ("b", finalists), ("c", finalists), ("default", default)]
+    placement = ProcessPlacement(placed, {id: 1 for id, _ in placed}, {}, 10.0)  # type: ignore[arg-type]
+    shuffle = random.Random(0)
+    for _ in range(20):
+        seconds = placement.sample_round(shuffle)
+        for build, position in seconds.items():
+            worker = dict(placed)[build]
+            # Every timed sample follows a request to its own worker: never the first after idling.
+            assert position >= 2 and log[int(position) - 2] == worker.name, (build, log[-8:])
+    assert 20 * 4 < len(log) <= 20 * 4 * 2
