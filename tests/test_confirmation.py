@@ -64,6 +64,30 @@ def test_the_adopted_figure_is_the_confirmed_one(db, monkeypatch):
     assert confirmation.load.other_cores is not None
 
 
+def test_a_config_that_sets_the_runtime_is_confirmed_over_fresh_pairs_of_processes(tmp_path, monkeypatch):
+    from tiny import FAST, tiny_mlp
+    from xtat.capture.workload import capture
+    from xtat.core.candidate import Candidate, ProcessSetup
+    from xtat.runner.process import ProcessRunner
+    from xtat.tuning.confirmation import confirm
+    from xtat.tuning.settings import TuneSettings
+
+    monkeypatch.setenv("XTAT_FAULT", "default:run:slow")  # TEST-ONLY: the default sleeps 1 ms a call
+    captured = capture(tiny_mlp())
+    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, captured.verify_inputs,
+                           lambda program, layout: b"", 60.0, 10.0, 20.0)
+    settings = TuneSettings(**{**FAST, "setup_pairs": 3, "confirm_looks": 4})
+    try:
+        runner.start()
+        before = len(list(tmp_path.glob("worker-*.log")))
+        confirmation = confirm(runner, Candidate(process=ProcessSetup(cpus=1)), "pinned", settings)
+        # Clearly faster from the first look, yet no verdict before the third pair of processes.
+        assert confirmation.verdict is Verdict.FASTER and confirmation.looks == 3
+        assert len(list(tmp_path.glob("worker-*.log"))) - before == 2 * 3  # each look in a fresh pair
+    finally:
+        runner.close()
+
+
 # A neighbour's process: started by a launcher that exits at once, so that it is not under this
 # process (every process started from the tuner's process counts as the tuner's own).
 NEIGHBOUR = ("import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', 'while True: pass'], "

@@ -114,29 +114,38 @@ def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: Tune
     design = SequentialDesign(1.0 + settings.tie_margin, settings.rounds, settings.confirm_looks)
     monitor = LoadMonitor(runner.pids)
     timing = replace(settings.timing, min_sample_s=max(settings.min_sample_s, settings.confirm_min_sample_s))
-    started = time.monotonic()
+    # A config that sets the runtime runs in a process of its own, and one pair of processes is that
+    # pair's figure (`ProcessRunner.setup_factor`): each look is in a fresh pair, and no verdict but
+    # an inconclusive one comes before `setup_pairs` looks (skipping a look's test keeps the bound).
+    fresh_each_look = bool(candidate.process.runtime)
+    first_verdict = min(settings.setup_pairs, design.max_looks) if fresh_each_look else 1
+    shuffle = random.Random(settings.seed)
+    timed_s = 0.0  # the time cap counts the looks' timing, not the deploys of fresh pairs
     try:
-        placement = runner.place([(DEFAULT_ID, Candidate()), (config_id, candidate)], timing,
-                                 deploy_tolerance=settings.tolerance)
-        if placement.failed:
-            which, why = next(iter(placement.failed.items()))
-            return _failed(design, monitor, f"{'the default' if which == DEFAULT_ID else 'the config'} failed to "
-                                            f"deploy: {why}")
-        shuffle = random.Random(settings.seed)
-        for _ in range(WARMUP_ROUNDS):
-            placement.sample_round(shuffle)
         samples: dict[str, list[float]] = {DEFAULT_ID: [], config_id: []}
         looks, round_s = 0, 0.0
         while True:
+            if looks == 0 or fresh_each_look:
+                placement = runner.place([(DEFAULT_ID, Candidate()), (config_id, candidate)], timing,
+                                         deploy_tolerance=settings.tolerance)
+                if placement.failed:
+                    which, why = next(iter(placement.failed.items()))
+                    return _failed(design, monitor, f"{'the default' if which == DEFAULT_ID else 'the config'} "
+                                                    f"failed to deploy: {why}")
+                for _ in range(WARMUP_ROUNDS):
+                    placement.sample_round(shuffle)
             look_started = time.monotonic()
             for _ in range(design.rounds):
                 for build, seconds in placement.sample_round(shuffle).items():
                     samples[build].append(seconds)
             looks += 1
             monitor.poll()
+            timed_s += time.monotonic() - look_started
             round_s = (time.monotonic() - look_started) / design.rounds
             verdict, estimate = design.look(samples[DEFAULT_ID], samples[config_id], looks)
-            over_time = time.monotonic() - started + design.rounds * round_s > settings.confirm_time_s
+            if looks < first_verdict and verdict is not Verdict.INCONCLUSIVE:
+                verdict = None
+            over_time = timed_s + design.rounds * round_s > settings.confirm_time_s
             if verdict is None and over_time:
                 verdict = Verdict.INCONCLUSIVE
             if verdict is not None:
