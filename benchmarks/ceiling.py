@@ -25,7 +25,15 @@ measured together, in pairs and all at once. The fastest of some 30 noisy rows o
 again, each in a fresh process; the ceiling is the best of those fresh figures whose interval lies
 above 1; "1.000x" when none does.
 
-    .venv/bin/python benchmarks/ceiling.py TARGET [--rounds 15] [--pairs 6] [--top 3] [--recheck 3] [--json OUT.json]
+`--also CONFIG` adds a row for a config in the tuner's form (`{"codegen": {...}, "passes": {...},
+"runtime": {...}}`, as a campaign's JSON or `xtat show` gives it), measured like the others and
+rechecked like them when it is among the fastest: the ceiling combines only its best `--top`
+singles, and a tuned config that joins more global decisions, or one whose single rows are too
+noisy to count, may hold more. Only its global part is measured (`jax.jit` takes no program
+rewrite); the row says what it left out.
+
+    .venv/bin/python benchmarks/ceiling.py TARGET [--rounds 15] [--pairs 6] [--top 3] [--recheck 3] \
+        [--also CONFIG_JSON]... [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -82,6 +90,33 @@ def offered(target: str) -> dict[str, dict]:
                 if value != decision.default:
                     decisions[f"runtime.{decision.id}={value}"] = {"options": {}, "setup": {decision.id: value}}
     return decisions
+
+
+def config_probe(config: dict) -> tuple[dict, list[str]]:
+    """A tuner's config as a probe of its global decisions, and what of it the probe leaves out.
+    Vetted by the stages as a stored config is (it is input); a clear error names what is wrong."""
+    import jax
+
+    from xtat.stages.base import concretize
+    from xtat.stages.codegen import CodegenStage
+    from xtat.stages.passes import PassesStage
+    from xtat.stages.runtime import RuntimeStage
+
+    stages = (PassesStage(), CodegenStage(), RuntimeStage())
+    if not isinstance(config, dict) or not all(isinstance(v, dict) for v in config.values()):
+        raise SystemExit(f"--also: {config!r} is not a config: a JSON object of stage -> decision -> value")
+    platform = jax.devices()[0].platform
+    wrong = [problem for stage in stages
+             for problem in stage.vet(config.get(stage.name, {}), platform, numerics_opt_in=False)]
+    if wrong:
+        raise SystemExit("--also: " + "; ".join(wrong))
+    global_part = {stage.name: config[stage.name] for stage in stages if stage.name in config}
+    candidate = concretize(stages, global_part)
+    setup = {key: value for key, value in (("cpus", candidate.process.cpus),
+                                           ("host_devices", candidate.process.host_devices)) if value}
+    left_out = [f"{stage} ({len(values)} decisions)" for stage, values in config.items()
+                if stage not in global_part and values]
+    return {"options": dict(candidate.compile_options), "setup": setup}, left_out
 
 
 def option_keys(name: str, decisions: dict[str, dict]) -> set[str]:
@@ -194,6 +229,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=3, help="combine the best this many decisions")
     parser.add_argument("--recheck", type=int, default=3,
                         help="measure the best this many again, each in a fresh process: the ceiling is their best")
+    parser.add_argument("--also", action="append", default=[], metavar="CONFIG_JSON",
+                        help="a row for this config in the tuner's form too (its global part)")
     parser.add_argument("--json", help="also write every row here")
     parser.add_argument("--pair", help=argparse.SUPPRESS)  # internal: one fresh process's measurement
     options = parser.parse_args()
@@ -201,6 +238,13 @@ def main() -> None:
         print(json.dumps(pair(options.target, json.loads(options.pair), options.rounds, options.min_batch_s)))
         return
 
+    also: dict[str, dict] = {}  # read before anything is measured: a wrong one stops the run at once
+    for number, text in enumerate(options.also, 1):
+        try:
+            probe, left_out = config_probe(json.loads(text))
+        except json.JSONDecodeError as error:
+            raise SystemExit(f"--also: {text[:80]!r} is not JSON: {error}") from None
+        also[f"also {number}" + (f" (without {', '.join(left_out)})" if left_out else "")] = probe
     decisions = offered(options.target)
     print(f"{options.target}: {len(decisions)} global decisions, each in a fresh process, "
           f"{options.rounds} interleaved rounds (a runtime decision: {options.pairs} pairs of processes)", flush=True)
@@ -221,9 +265,12 @@ def main() -> None:
 
     for name, probe in decisions.items():
         run(name, probe)
+    for name, probe in also.items():
+        run(name, probe)
     # The best value of each option, best first: two values of one option cannot be combined.
     winners: list[str] = []
-    for name in sorted((n for n, r in rows.items() if above_one(r)), key=lambda n: -rows[n]["speedup"]):
+    for name in sorted((n for n, r in rows.items() if n in decisions and above_one(r)),
+                       key=lambda n: -rows[n]["speedup"]):
         if len(winners) < options.top and not any(option_keys(name, decisions) & option_keys(w, decisions)
                                                   for w in winners):
             winners.append(name)
