@@ -69,7 +69,10 @@ def test_conditional_decisions_are_dropped_when_inactive_and_probed_as_no_ops():
 
 
 def test_runtime_stage_pins_the_worker_and_passes_are_discovered(db):
-    result = xtat.tune(tiny_mlp(), db=db, budget=40, stages=("runtime", "passes"), **FAST)
+    # What is checked is the search's discovery and pinning: one finalist, a setup factor from the
+    # run's own pair of workers (`setup_pairs` is tested in test_loop and test_confirmation).
+    result = xtat.tune(tiny_mlp(), db=db, budget=8, stages=("runtime", "passes"), finalists=1,
+                       **{**FAST, "setup_pairs": 1})
     trials = _trials(db)
     configs = [t.config for t in trials]
     assert {"runtime": {"cpus": 1}} in configs or len(__import__("os").sched_getaffinity(0)) == 1
