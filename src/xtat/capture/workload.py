@@ -125,13 +125,13 @@ def environment_identity() -> dict[str, str]:
     the process had it before xtat's runtime setup, if one changed it, so that `xtat run`'s program
     finds the record its setup was adopted in.
     """
-    from xtat.core.candidate import AUTOTUNE_FLAG, DEVICES_VARIABLE, HOST_DEVICES_FLAG
+    from xtat.core.candidate import AUTOTUNE_FLAG, HOST_DEVICES_FLAG, devices_changed
 
     device = jax.devices()[0]
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
              if not f.startswith((HOST_DEVICES_FLAG + "=", AUTOTUNE_FLAG + "="))]
     devices = str(jax.local_device_count())
-    before, _, after = os.environ.get(DEVICES_VARIABLE, "").partition(">")
+    before, after = devices_changed(os.environ)
     if device.platform == "cpu" and after == devices and before.isdigit():
         devices = before  # not when the program set its own count after xtat's setup: then `after` differs
     env = {

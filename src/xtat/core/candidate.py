@@ -17,6 +17,7 @@ import json
 import os
 import shlex
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -53,6 +54,14 @@ def host_devices_of(env: dict[str, str]) -> int:
         if name == HOST_DEVICES_FLAG and value.isdigit():
             return int(value)
     return 1
+
+
+def devices_changed(env: Mapping[str, str]) -> tuple[str, str]:
+    """What `DEVICES_VARIABLE` in `env` says: the host device count before xtat's setup changed it
+    and the count the setup set, as written ("" for each when no setup changed it). Read as text:
+    a value set by hand is checked where it is used."""
+    before, _, after = env.get(DEVICES_VARIABLE, "").partition(">")
+    return before, after
 
 
 def autotune_file(text: str) -> Path:
@@ -95,7 +104,7 @@ class ProcessSetup:
         env = dict(base)
         if self.host_devices is not None:
             env["XLA_FLAGS"] = with_host_devices(env.get("XLA_FLAGS", ""), self.host_devices)
-            before = base.get(DEVICES_VARIABLE, "").partition(">")[0] or str(host_devices_of(base))
+            before = devices_changed(base)[0] or str(host_devices_of(base))
             env[DEVICES_VARIABLE] = f"{before}>{self.host_devices}"
         if self.autotune_results:
             env["XLA_FLAGS"] = with_flag(env.get("XLA_FLAGS", ""), AUTOTUNE_FLAG,
