@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from processes import environment_of
 from tiny import tiny_mlp
 from xtat.apply.lookup import AUTOTUNE_OPTION, Found, Lookup, deployment
 from xtat.capture.workload import capture, environment_identity
@@ -256,16 +257,6 @@ def test_gpu_codegen_space_is_typed_by_this_xla():
 # -- workers ---------------------------------------------------------------------------
 
 
-def started_environment(pid: int) -> dict[str, str]:
-    """The environment a started process runs with. Popen returns once the child's exec has
-    begun, but the kernel fills in /proc/PID/environ a moment later, while it loads the new
-    program: read too soon, on a busy machine, it is empty. So wait until it is not."""
-    deadline = time.monotonic() + 30
-    while not (text := Path(f"/proc/{pid}/environ").read_text()) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return dict(item.split("=", 1) for item in text.split("\0") if "=" in item)
-
-
 def test_gpu_workers_see_one_device_and_preallocate_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     assert measured_device("cuda") == "3" and measured_device("cpu") is None
@@ -273,7 +264,7 @@ def test_gpu_workers_see_one_device_and_preallocate_nothing(tmp_path, monkeypatc
     pool = Pool(tmp_path, device="3")
     try:
         worker = pool.fresh(ProcessSetup())
-        environ = started_environment(worker.pid)
+        environ = environment_of(worker.pid)
         assert environ["CUDA_VISIBLE_DEVICES"] == "3" and environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
     finally:
         pool.close()
@@ -293,7 +284,7 @@ def test_a_layout_over_several_gpus_gives_workers_those_gpus_and_times_under_eac
     pool = Pool(tmp_path, device="3,5")
     try:
         worker = pool.fresh(ProcessSetup())
-        environ = started_environment(worker.pid)
+        environ = environment_of(worker.pid)
         assert environ["CUDA_VISIBLE_DEVICES"] == "3,5"
     finally:
         pool.close()

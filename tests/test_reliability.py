@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 import xtat
+from processes import marked
 from tiny import (
     CHUNKED,
     FAST,
@@ -73,18 +74,7 @@ def _mark_workers(monkeypatch):
 
 def _workers() -> set[int]:
     """Live worker processes started by this test run (found by the inherited marker)."""
-    pids = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-                state = (entry / "stat").read_text().split()[2]
-                environ = (entry / "environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"xtat.runner.worker" in cmdline and state != "Z" and MARK.encode() in environ:
-                pids.add(int(entry.name))
-    return pids
+    return marked(MARK, "xtat.runner.worker")
 
 
 def _rows(db) -> dict[str, tuple]:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import xtat
+from processes import marked
 from tiny import chunks, tiny_target
 from xtat.core.errors import UserError
 from xtat.core.space import config_id
@@ -168,18 +169,6 @@ class RayNodes:
     home: str  # the HOME its processes and the tuners that join it run with
 
 
-def _processes_marked(marker: str) -> list[int]:
-    """The live processes whose environment holds `marker` (all of one test cluster, daemons included)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes().split(b"\0"):
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
-
-
 def _raylet(port: int) -> int:
     """The pid of the raylet listening on node manager port `port`."""
     for entry in Path("/proc").iterdir():
@@ -245,7 +234,7 @@ assert ray.cluster_resources().get("CPU", 0) == 3, ray.cluster_resources()
 """], env=env, check=True, capture_output=True, timeout=120)
         yield RayNodes(address, {name: _raylet(port) for name, port in ports.items()}, str(home))
     finally:
-        for pid in _processes_marked(marker):
+        for pid in marked(marker):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
