@@ -366,16 +366,16 @@ def test_a_runtime_setup_is_timed_beside_the_default_in_its_own_worker_scaled_by
         assert len(runner.pids()) == 2  # the fresh pairs are closed: the default's worker and the pinned one
         factor = runner.setup_factor(pinned.process, timing)  # measured once: no process is started for it
         assert len(list(tmp_path.glob("setup-pair-*.log"))) == 4 and 0.2 < factor < 5
-        monkeypatch.setattr(runner, "setup_factor", lambda setup, timing: 10 * factor)
+        monkeypatch.setattr(runner, "setup_factor", lambda setup, timing: 1000 * factor)
         runner.pool.discard(ProcessSetup())  # the default's worker: the pinned candidate needs none
         second = runner.measure("a", pinned, Tolerance(), timing)
         assert isinstance(second, Timed), second
         assert len(runner.pids()) == 1  # its reference was in its own worker
         ratio = speedup_ci(list(second.reference), list(second.samples))[0] / \
             speedup_ci(list(first.reference), list(first.samples))[0]
-        # The factor scales the figure; two measurements of a tiny program differ by up to ~40% on a
-        # busy 2-core machine, so the scale is ten-fold and the bounds are wide.
-        assert 5 < ratio < 20, ratio
+        # The factor scales the figure. Two measurements of a tiny program under the test run's load
+        # differ by up to 2x (seen in CI), so the scale is a thousand-fold and the bounds ten-fold.
+        assert 100 < ratio < 10000, ratio
         # Side by side, the rounds are split over `setup_pairs` placements in fresh workers.
         before = len(list(tmp_path.glob("worker-*.log")))
         samples = runner.interleave([("default", Candidate()), ("a", pinned)], 6, timing)
