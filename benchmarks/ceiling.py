@@ -110,13 +110,10 @@ def config_probe(config: dict) -> tuple[dict, list[str]]:
              for problem in stage.vet(config.get(stage.name, {}), platform, numerics_opt_in=False)]
     if wrong:
         raise SystemExit("--also: " + "; ".join(wrong))
-    global_part = {stage.name: config[stage.name] for stage in stages if stage.name in config}
-    candidate = concretize(stages, global_part)
-    setup = {key: value for key, value in (("cpus", candidate.process.cpus),
-                                           ("host_devices", candidate.process.host_devices)) if value}
+    options = concretize(stages, config).compile_options  # the passes' and codegen's; the runtime's is a setup
     left_out = [f"{stage} ({len(values)} decisions)" for stage, values in config.items()
-                if stage not in global_part and values]
-    return {"options": dict(candidate.compile_options), "setup": setup}, left_out
+                if stage not in {s.name for s in stages} and values]
+    return {"options": dict(options), "setup": dict(config.get(RuntimeStage.name, {}))}, left_out
 
 
 def option_keys(name: str, decisions: dict[str, dict]) -> set[str]:

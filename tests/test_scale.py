@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 import xtat
@@ -171,14 +172,10 @@ class RayNodes:
 
 def _raylet(port: int) -> int:
     """The pid of the raylet listening on node manager port `port`."""
-    for entry in Path("/proc").iterdir():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if entry.name.isdigit() and argv and argv[0].endswith(b"raylet") and \
-                f"--node_manager_port={port}".encode() in argv:
-            return int(entry.name)
+    for process in psutil.process_iter(["cmdline"]):
+        argv = process.info["cmdline"] or []
+        if argv and argv[0].endswith("raylet") and f"--node_manager_port={port}" in argv:
+            return process.pid
     raise AssertionError(f"no raylet on port {port}")
 
 
