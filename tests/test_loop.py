@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -123,6 +124,21 @@ def test_a_phantom_figure_from_one_lucky_block_is_timed_again_and_the_real_win_i
     assert len(phantom.samples or []) == 30  # its search block and the fresh one, both recorded
     assert result.adopted and result.best_config["codegen"].get(LEVEL) == 2, result.message
     assert 1.2 < result.speedup < 1.4
+
+
+def test_a_shortlisted_config_whose_fresh_block_is_undecided_against_the_tie_margin_is_timed_on(db):
+    # A 1.03x win (every config with the vector width 512) under 3% jitter: a block of 15 pairs
+    # reads it either side of the 1.02 margin, so, timed again, it is timed on (up to settle_s).
+    def run(path: str, settle_s: float) -> list:
+        tune(path, FakeRunner(faster_with(WIDTH, 512, 1.03), jitter=0.03), finalists=1, settle_s=settle_s)
+        return [t for t in trials(path) if t.config]
+
+    settled = run(str(db), 2.0)
+    longest = max(settled, key=lambda t: len(t.samples or []))
+    assert len(longest.samples or []) > 15 + 15 and longest.config["codegen"].get(WIDTH) == 512
+    # with no settle_s, the same run times each shortlisted config again for one block alone
+    plain = run(str(db) + ".plain.db", 0.0)
+    assert max(len(t.samples or []) for t in plain) == 15 + 15
 
 
 def test_a_shortlisted_config_that_fails_its_check_when_timed_again_is_demoted(db):
@@ -324,6 +340,36 @@ def test_paired_timing_times_contenders_longer_and_stops_a_lost_race_early():
     slow = paired(drifting(2e-3, clock, 0.0), default, policy, Race(incumbent=1.0, margin=0.05))
     assert slow.raced and len(slow.samples) == len(slow.reference) == 3
     assert len(paired(drifting(2e-3, clock, 0.0), default, policy, None).samples) == 5  # no race: never cut
+
+
+def test_a_candidate_undecided_against_its_bar_is_timed_on_until_settle_s_and_a_decided_one_is_not():
+    import itertools
+
+    from xtat.runner.timing import Race, TimingPolicy, paired
+
+    ticks = itertools.count()
+    clock = lambda: next(ticks) * 0.01  # noqa: E731: 10 ms a look, as a test double of the wall clock
+    policy = TimingPolicy(samples=15, contender_pairs=15, settle_s=1.0)
+    bar = Race(incumbent=1.02, margin=float("inf"))
+
+    def speedups(*cycle: float) -> Callable[[], float]:  # the candidate's samples, the reference taking 1 ms
+        values = itertools.cycle(cycle)
+        return lambda: 1e-3 / next(values)
+
+    reference = lambda: 1e-3  # noqa: E731
+    # pairs reading 0.92x, 1.02x, 1.12x in turn: the interval holds the bar however long it is timed,
+    # so it is timed on until settle_s is spent (the clock's first look is the start)
+    undecided = paired(speedups(0.92, 1.02, 1.12), reference, policy, bar, clock=clock)
+    assert len(undecided.samples) == 15 + 99 and not undecided.raced
+    # clearly past the bar, or clearly under it: one block of 15 pairs decides
+    assert len(paired(speedups(1.9, 2.0, 2.1), reference, policy, bar, clock=clock).samples) == 15
+    assert len(paired(speedups(0.4, 0.5, 0.6), reference, policy, bar, clock=clock).samples) == 15
+    # never past SETTLE_PAIRS_FACTOR blocks, however slowly the clock runs
+    frozen = TimingPolicy(samples=15, contender_pairs=15, settle_s=1e9)
+    assert len(paired(speedups(0.92, 1.02, 1.12), reference, frozen, bar, clock=clock).samples) == 150
+    # without settle_s, the undecided candidate gets the block alone
+    plain = TimingPolicy(samples=15, contender_pairs=15)
+    assert len(paired(speedups(0.92, 1.02, 1.12), reference, plain, bar, clock=clock).samples) == 15
 
 
 def test_candidates_race_against_what_the_incumbent_is_surely_worth():

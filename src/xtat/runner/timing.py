@@ -10,11 +10,18 @@ from dataclasses import dataclass
 import numpy as np
 
 
+SETTLE_PAIRS_FACTOR = 10  # a settling candidate's pairs: at most this many times `contender_pairs`
+
+
 @dataclass(frozen=True)
 class TimingPolicy:
     min_sample_s: float = 0.02  # one sample lasts at least this long
     samples: int = 5  # samples of a build timed alone; pairs of the short block of a paired timing
     contender_pairs: int = 15  # pairs a candidate that may beat the incumbent is timed for in all
+    # A candidate whose speedup's interval still holds the race's incumbent after `contender_pairs`
+    # is timed on until its pairs have lasted this long (0: never), at most SETTLE_PAIRS_FACTOR
+    # times `contender_pairs` pairs.
+    settle_s: float = 0.0
     # Pairs of processes a process setup's effect is measured over (`runner.process`: setup factor).
     setup_pairs: int = 3
     max_inner: int = 10_000
@@ -56,22 +63,26 @@ class Paired:
 
 
 def paired(candidate: Callable[[], float], reference: Callable[[], float], policy: TimingPolicy,
-           race: Race | None = None) -> Paired:
+           race: Race | None = None, clock: Callable[[], float] = time.perf_counter) -> Paired:
     """Time `candidate` against `reference` (each a callable returning one sample) in pairs.
 
     The order alternates pair by pair (AB, BA, AB, ...), so neither side is systematically first,
     and each pair's two samples are adjacent in time: drift and load between candidates cancel
     in the ratio. A short block of `policy.samples` pairs first; only a contender (its speedup's
     interval still reaches the incumbent's speedup) is timed on, up to `policy.contender_pairs`,
-    so the figures of the configs that may win are the tightest. With a race, timing stops as
-    soon as it is lost (`Race.lost`)."""
+    so the figures of the configs that may win are the tightest; one whose interval then still
+    holds the incumbent is timed on while `policy.settle_s` allows (sequential: the pairs a
+    candidate costs grow only where its figure is undecided). With a race, timing stops as soon
+    as it is lost (`Race.lost`)."""
     # One pair first, dropped: the side that has been idle (the reference, while a candidate was
     # compiled and verified) runs slow for its first samples.
     candidate(), reference()
+    started = clock()
     mine: list[float] = []
     theirs: list[float] = []
     most = max(policy.samples, policy.contender_pairs)
-    while len(mine) < most:
+    bar = race.incumbent if race is not None else float("inf")
+    while True:
         if len(mine) % 2 == 0:
             mine.append(candidate())
             theirs.append(reference())
@@ -80,10 +91,14 @@ def paired(candidate: Callable[[], float], reference: Callable[[], float], polic
             mine.append(candidate())
         if race is not None and race.lost([r / c for r, c in zip(theirs, mine, strict=True)]):
             return Paired(tuple(mine), tuple(theirs), raced=True)
-        if len(mine) >= policy.samples:
-            high = speedup_ci(theirs, mine)[2]
-            if high < (race.incumbent if race is not None else float("inf")):
-                break  # not a contender: the short block is figure enough
+        if len(mine) < policy.samples:
+            continue
+        _, low, high = speedup_ci(theirs, mine)
+        if high < bar:
+            break  # not a contender: the short block is figure enough
+        if len(mine) >= most and (low > bar or clock() - started >= policy.settle_s
+                                  or len(mine) >= SETTLE_PAIRS_FACTOR * most):
+            break
     return Paired(tuple(mine), tuple(theirs), raced=False)
 
 

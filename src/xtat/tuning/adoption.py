@@ -62,12 +62,14 @@ def finalize(run: RunContext) -> Adoption:
     assert default is not None and default.median_s is not None
     # Finalists: the fastest whose paired speedup's interval clears the tie margin's floor (1): a
     # tie or a slower config would only spend the confirmation's time. The shortlist, two more than
-    # the finalists, by the search's figures, is timed again (`retime`), and the finalists are
-    # chosen on those fresh figures alone. A raced trial (stopped once known slower than the
-    # incumbent) may be shortlisted on its partial figure: its incumbent may have been a phantom.
+    # the finalists whose search figure is past the tie margin, is timed again (`retime`) until its
+    # fresh figure is decided, and the finalists are chosen on those fresh figures alone. The
+    # shortlist asks nothing of the search figure's interval: a win of a few percent has a short
+    # block's interval reaching 1 as often as not. A raced trial (stopped once known slower than
+    # the incumbent) may be shortlisted on its partial figure: its incumbent may have been a phantom.
     searched = [(t, Figure(speedup, t.speedup_low or speedup, t.speedup_high or speedup)) for t in trials
                 if t.config and t.status == TrialStatus.OK and (speedup := search_speedup(t, default)) is not None]
-    shortlist = promising(searched, default, settings, settings.finalists + 2)
+    shortlist = promising(searched, default, settings, settings.finalists + 2, sure=False)
     retimed = [(t, fresh) for t, fresh in (retime(run, t) for t, _ in shortlist) if fresh is not None]
     candidates = [t for t, _ in promising(retimed, default, settings, settings.finalists)]
     default_ms = default.median_s * 1e3
@@ -132,13 +134,13 @@ def finalize(run: RunContext) -> Adoption:
 
 
 def promising(figures: list[tuple[Trial, Figure]], default: Trial, settings: TuneSettings,
-              count: int) -> list[tuple[Trial, Figure]]:
+              count: int, sure: bool = True) -> list[tuple[Trial, Figure]]:
     """The `count` fastest configs by their figure, one per executable, each faster than the default
-    beyond the tie margin with its interval's lower bound above 1."""
+    beyond the tie margin, and if `sure`, with its interval's lower bound above 1."""
     chosen: list[tuple[Trial, Figure]] = []
     seen = {default.exe_hash}
     for t, figure in sorted(figures, key=lambda pair: -pair[1].speedup):
-        if t.exe_hash in seen or figure.speedup <= 1.0 + settings.tie_margin or figure.low <= 1.0:
+        if t.exe_hash in seen or figure.speedup <= 1.0 + settings.tie_margin or (sure and figure.low <= 1.0):
             continue
         seen.add(t.exe_hash)
         chosen.append((t, figure))

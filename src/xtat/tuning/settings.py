@@ -81,6 +81,9 @@ class TuneSettings:
     # beat the incumbent.
     samples: int = 5
     contender_pairs: int = 15
+    # A shortlisted config is timed again (`tuning.measure.retime`): a block of `contender_pairs`
+    # pairs, then on while its interval still holds 1 + tie_margin, for up to this long.
+    settle_s: float = 5.0
     # Pairs of processes a process setup's effect is measured over, in the search and side by side
     # (`runner.process.ProcessRunner.setup_factor`).
     setup_pairs: int = 3
@@ -115,6 +118,8 @@ class TuneSettings:
             raise UserError("--rtol/--atol set the tolerance for --allow-numerics-change; pass that flag too")
         if self.allow_numerics_change and self.rtol is None and self.atol is None:
             raise UserError("--allow-numerics-change needs a tolerance: pass --rtol and/or --atol")
+        if self.settle_s < 0:
+            raise UserError("settle_s must not be negative")
         if self.samples < 3 or self.rounds < 3:
             raise UserError("samples and rounds must be at least 3")
         if self.setup_pairs < 1:
