@@ -39,7 +39,9 @@ class Effort(StrEnum):
 
 
 EFFORTS: dict[Effort, dict[str, Any]] = {
-    Effort.QUICK: dict(budget=None, time_s=40.0, finalists=1, confirm_looks=2, confirm_time_s=20.0, setup_pairs=2),
+    # Quick's confirmation has one look past its setup pairs: a runtime setup's confirmation gives no
+    # verdict before `setup_pairs` looks, so with as many looks as pairs it had no second chance.
+    Effort.QUICK: dict(budget=None, time_s=40.0, finalists=1, confirm_looks=3, confirm_time_s=30.0, setup_pairs=2),
     Effort.STANDARD: dict(budget=None, time_s=180.0, finalists=3, confirm_looks=4, confirm_time_s=60.0),
     Effort.EXHAUSTIVE: dict(budget=1000, time_s=None, finalists=5, confirm_looks=6, confirm_time_s=120.0),
 }
