@@ -33,7 +33,7 @@ class Effort(StrEnum):
     further down it. Times are for the search loop; re-measuring and confirming the finalists comes
     after (docs/search.md, "Effort")."""
 
-    QUICK = "quick"  # about a minute on a program with a 5 s compile: the likeliest wins, one finalist
+    QUICK = "quick"  # about a minute on a program with a 5 s compile: the likeliest wins, two finalists
     STANDARD = "standard"  # at most about 5 minutes in all: every global decision, then per-op ones
     EXHAUSTIVE = "exhaustive"  # until 1000 configs are considered: the per-op decisions too, combined
 
@@ -41,7 +41,9 @@ class Effort(StrEnum):
 EFFORTS: dict[Effort, dict[str, Any]] = {
     # Quick's confirmation has one look past its setup pairs: a runtime setup's confirmation gives no
     # verdict before `setup_pairs` looks, so with as many looks as pairs it had no second chance.
-    Effort.QUICK: dict(budget=None, time_s=40.0, finalists=1, confirm_looks=3, confirm_time_s=30.0, setup_pairs=2),
+    # Two finalists: on near-equal fresh figures the faster is a coin toss, and with one, a finalist
+    # no faster side by side ends the run (GPT train step, docs/search.md "At commit 9533e0b").
+    Effort.QUICK: dict(budget=None, time_s=40.0, finalists=2, confirm_looks=3, confirm_time_s=30.0, setup_pairs=2),
     Effort.STANDARD: dict(budget=None, time_s=180.0, finalists=3, confirm_looks=4, confirm_time_s=60.0),
     Effort.EXHAUSTIVE: dict(budget=1000, time_s=None, finalists=5, confirm_looks=6, confirm_time_s=120.0),
 }
