@@ -348,7 +348,10 @@ def test_a_candidate_undecided_against_its_bar_is_timed_on_until_settle_s_and_a_
     from xtat.runner.timing import Race, TimingPolicy, paired
 
     ticks = itertools.count()
-    clock = lambda: next(ticks) * 0.01  # noqa: E731: 10 ms a look, as a test double of the wall clock
+
+    def clock() -> float:  # a test double of the wall clock: 10 ms a look
+        return next(ticks) * 0.01
+
     policy = TimingPolicy(samples=15, contender_pairs=15, settle_s=1.0)
     bar = Race(incumbent=1.02, margin=float("inf"))
 

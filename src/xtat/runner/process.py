@@ -103,7 +103,7 @@ class ProcessRunner:
         self.measure_deadline_s = startup_deadline_s
         self.budget = Budget()  # verification budget, calibrated with the reference
         self._references: dict[ProcessSetup, tuple[WorkerProcess, int]] = {}  # see `_reference`
-        self._factors: dict[ProcessSetup, float] = {}  # see `setup_factor`
+        self._factors: dict[ProcessSetup, tuple[float, ...]] = {}  # per pair of processes: `setup_ratios`
 
     def slots(self) -> list[ProcessRunner]:
         """This runner and `compile_slots - 1` siblings: each with workers of its own, sharing the run
@@ -300,6 +300,11 @@ class ProcessRunner:
         search figure missed its side-by-side one by 12-20% on half of the campaign's finalists
         that held the CPU count (docs/search.md). Every candidate with the setup is then timed
         against the default in its own worker, where pairing cancels the process's placement."""
+        return float(np.exp(np.mean(np.log(self.setup_ratios(setup, timing)))))
+
+    def setup_ratios(self, setup: ProcessSetup, timing: TimingPolicy) -> tuple[float, ...]:
+        """Each pair's ratio behind `setup_factor`: the run's own two workers first, then
+        `timing.setup_pairs - 1` pairs started for it; measured once per run."""
         if setup not in self._factors:
             default_side, setup_side = self._reference(timing), self._reference(timing, setup)
             ratios = [self._process_ratio(default_side, setup_side, timing)]
@@ -314,7 +319,7 @@ class ProcessRunner:
                 finally:
                     for worker in pair:
                         worker.close()
-            self._factors[setup] = float(np.exp(np.mean(np.log(ratios))))
+            self._factors[setup] = tuple(ratios)
         return self._factors[setup]
 
     def _process_ratio(self, default_side: tuple[WorkerProcess, int], setup_side: tuple[WorkerProcess, int],

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
 SETTLE_PAIRS_FACTOR = 10  # a settling candidate's pairs: at most this many times `contender_pairs`
 
 
