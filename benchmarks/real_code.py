@@ -157,21 +157,27 @@ def process_pairs(baseline: list[str], candidate: list[str], rounds: int, pairs:
     geometric mean, and its interval the t interval of the log speedups across
     pairs, which holds the process-to-process spread. `save`: the first
     candidate process saves its outputs there."""
-    from scipy import stats
-
     per_pair: list = []
     ready: dict = {}
     for index in range(pairs):
         ready, samples = _pair({"baseline": baseline, "candidate": candidate}, rounds, save if index == 0 else None)
         per_pair.append(float(statistics.median(b / c for b, c in zip(samples["baseline"], samples["candidate"]))))
+    speedup, low, high = across_pairs(per_pair)
+    return {"speedup": speedup, "ci": [low, high], "per_pair": per_pair, **ready}
+
+
+def across_pairs(per_pair: list[float]) -> tuple[float, float, float]:
+    """The geometric mean of per-pair ratios and the 95% t interval of their logs (a pair of
+    processes is the unit: `process_pairs`); a point interval for one pair."""
+    from scipy import stats
+
     logs = [math.log(s) for s in per_pair]
     centre = statistics.fmean(logs)
     if len(logs) > 1:
-        half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+        half = float(stats.t.ppf(0.975, len(logs) - 1)) * statistics.stdev(logs) / math.sqrt(len(logs))
     else:
         half = 0.0
-    return {"speedup": math.exp(centre), "ci": [math.exp(centre - half), math.exp(centre + half)],
-            "per_pair": per_pair, **ready}
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 
 def serve_command(example: Path | str, min_sample_s: float, *extra: str) -> list[str]:

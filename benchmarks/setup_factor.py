@@ -17,15 +17,18 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
-
-from scipy import stats
+from pathlib import Path
 
 from xtat.capture.targets import load_target
 from xtat.capture.workload import capture
 from xtat.core.candidate import ProcessSetup
 from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import real_code  # noqa: E402  (a sibling benchmark: the statistics across pairs of processes)
 
 
 def main() -> None:
@@ -47,19 +50,16 @@ def main() -> None:
         started = time.perf_counter()
         ratios = runner.setup_ratios(setup, settings.timing)
         took = time.perf_counter() - started
-    logs = [math.log(r) for r in ratios]
-    centre, spread = statistics.fmean(logs), statistics.stdev(logs)
-    half = float(stats.t.ppf(0.975, len(logs) - 1)) * spread / math.sqrt(len(logs))
+    factor, low, high = real_code.across_pairs(list(ratios))
+    spread = statistics.stdev(math.log(r) for r in ratios)
     for index, ratio in enumerate(ratios, 1):
         print(f"pair {index}: {ratio:.3f}")
-    print(f"{options.target} {setup.describe()}: factor {math.exp(centre):.3f}x "
-          f"[{math.exp(centre - half):.3f}, {math.exp(centre + half):.3f}] over {len(ratios)} pairs of processes; "
-          f"sd of a pair's log ratio {spread:.3f}; {took:.0f} s")
+    print(f"{options.target} {setup.describe()}: factor {factor:.3f}x [{low:.3f}, {high:.3f}] over {len(ratios)} "
+          f"pairs of processes; sd of a pair's log ratio {spread:.3f}; {took:.0f} s")
     if options.json:
         with open(options.json, "w") as out:
             json.dump({"target": options.target, "setup": setup.to_json(), "ratios": list(ratios),
-                       "factor": math.exp(centre), "ci": [math.exp(centre - half), math.exp(centre + half)],
-                       "log_sd": spread, "seconds": took}, out, indent=1)
+                       "factor": factor, "ci": [low, high], "log_sd": spread, "seconds": took}, out, indent=1)
 
 
 if __name__ == "__main__":

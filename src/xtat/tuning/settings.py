@@ -42,7 +42,7 @@ EFFORTS: dict[Effort, dict[str, Any]] = {
     # Quick's confirmation has one look past its setup pairs: a runtime setup's confirmation gives no
     # verdict before `setup_pairs` looks, so with as many looks as pairs it had no second chance.
     # Two finalists: on near-equal fresh figures the faster is a coin toss, and with one, a finalist
-    # no faster side by side ends the run (GPT train step, docs/search.md "At commit 9533e0b").
+    # no faster side by side ends the run (GPT train step, docs/search.md "At commit c4d4804").
     Effort.QUICK: dict(budget=None, time_s=40.0, finalists=2, confirm_looks=3, confirm_time_s=30.0, setup_pairs=2),
     Effort.STANDARD: dict(budget=None, time_s=180.0, finalists=3, confirm_looks=4, confirm_time_s=60.0),
     Effort.EXHAUSTIVE: dict(budget=1000, time_s=None, finalists=5, confirm_looks=6, confirm_time_s=120.0),
