@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -103,12 +104,16 @@ def main() -> None:
         raise SystemExit(f"no GPU: jax sees {device['devices']}; this check is for a GPU machine (--allow-cpu "
                          "runs it anyway)")
     rows = []
-    for target in options.only.split(",") if options.only else WORKLOADS:
-        rows.append(check(target, options.out, options.out / "gpu-check.db", options.budget, options.time,
-                          tuple(options.stages.split(",")), options.rounds, options.pairs))
-        print(f"{target}: {rows[-1]['message']}", flush=True)
-    (options.out / "gpu-check.json").write_text(json.dumps({"device": device, "rows": rows}, indent=1, default=str))
-    (options.out / "gpu-check.md").write_text(markdown(device, rows))
+    # The study's database stays out of --out: the device tool brings back few files, and it is a scratch.
+    with tempfile.TemporaryDirectory(prefix="xtat-gpu-check-") as scratch:
+        for target in options.only.split(",") if options.only else WORKLOADS:
+            rows.append(check(target, options.out, Path(scratch) / "gpu-check.db", options.budget, options.time,
+                              tuple(options.stages.split(",")), options.rounds, options.pairs))
+            print(f"{target}: {rows[-1]['message']}", flush=True)
+            # Written after each workload, so a run stopped at its time limit still leaves what it measured.
+            (options.out / "gpu-check.json").write_text(json.dumps({"device": device, "rows": rows}, indent=1,
+                                                                   default=str))
+            (options.out / "gpu-check.md").write_text(markdown(device, rows))
     print(markdown(device, rows))
 
 
