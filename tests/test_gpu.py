@@ -45,7 +45,7 @@ def recorded() -> str:
 def fusions(recorded) -> dict[str, results.TilePoint]:
     """The fixture's Triton fusions by what their dot is."""
     operand = {"f32[256,512]": MLP, "bf16[8,128,64]": ATTENTION, "f32[16,16]": TINY}
-    return {name: p for p in results.contents(recorded).tiles for shape, name in operand.items() if shape in p.hlo}
+    return {name: p for p in results.contents(recorded).tiles for shape, name in operand.items() if shape in p.key}
 
 
 def _context(platform: str, probe=lambda candidate: "") -> Context:
@@ -71,14 +71,14 @@ def test_the_recorded_file_is_read_with_xlas_own_schema(recorded, fusions):
         results.parse(recorded.replace("block_m", "block_q", 1))
 
 
-def test_fusion_ids_are_hashes_of_the_fusion_hlo_and_survive_a_rewrite(recorded, fusions):
+def test_fusion_ids_are_hashes_of_the_fusion_key_and_survive_a_rewrite(recorded, fusions):
     again = results.contents(results.render(results.parse(recorded)))
     assert {p.id for p in again.tiles} == {p.id for p in fusions.values()}
-    assert fusions[MLP].id == results.fusion_id(fusions[MLP].hlo)
-    assert results.fusion_id(fusions[MLP].hlo.replace("256", "257")) != fusions[MLP].id
+    assert fusions[MLP].id == results.fusion_id(fusions[MLP].key)
+    assert results.fusion_id(fusions[MLP].key.replace("256", "257")) != fusions[MLP].id
     # Every character counts, the last line's too: two fusions differing only in their dot's attributes.
-    late = fusions[MLP].hlo.replace("rhs_contracting_dims={0}", "rhs_contracting_dims={1}")
-    assert late != fusions[MLP].hlo and results.fusion_id(late) != fusions[MLP].id
+    late = fusions[MLP].key.replace("rhs_contracting_dims={0}", "rhs_contracting_dims={1}")
+    assert late != fusions[MLP].key and results.fusion_id(late) != fusions[MLP].id
     assert len({p.id for p in fusions.values()}) == 3
 
 
@@ -102,9 +102,9 @@ def test_with_tiles_edits_exactly_the_named_fusion(recorded, fusions):
     assert after[mlp.id].chosen == {**mlp.chosen, "block_n": 256, "num_warps": 8}
     assert after[attention.id].chosen == attention.chosen
     message = results.parse(edited)
-    edited_entry = next(e for e in message.results if results.fusion_id(e.hlo) == mlp.id)
+    edited_entry = next(e for e in message.entries() if results.fusion_id(e.hlo) == mlp.id)
     assert not edited_entry.result.HasField("run_time")  # XLA's timing was of its own choice
-    gemm = [e for e in message.results if e.result.WhichOneof("key") == "gemm"]
+    gemm = [e for e in message.entries() if e.result.WhichOneof("key") == "gemm"]
     assert len(gemm) == 1 and gemm[0].result.gemm.algorithm == -1
     assert results.with_tiles(recorded, {}) == results.render(results.parse(recorded))
 
@@ -125,14 +125,138 @@ def test_with_tiles_refuses_what_xla_would_not_take(recorded, fusions, values, r
 def test_merged_adds_only_fusions_the_pin_lacks(recorded, fusions):
     message = results.parse(recorded)
     first, rest = results.parse(recorded), results.parse(recorded)
-    del first.results[1:]
-    del rest.results[:1]
-    rest.results[0].result.triton.block_m = 16  # a later dump's choice does not replace the pin's
+    del first.entries()[1:]
+    del rest.entries()[:1]
+    rest.entries()[0].result.triton.block_m = 16  # a later dump's choice does not replace the pin's
     merged = results.contents(results.merged(results.render(first), results.render(message)))
     assert len(merged.tiles) == 3
     kept = results.merged(recorded, results.render(rest))
-    assert len(results.parse(kept).results) == 4  # nothing added twice
+    assert len(results.parse(kept).entries()) == 4  # nothing added twice
     assert {p.id: p.chosen for p in results.contents(kept).tiles} == {p.id: p.chosen for p in fusions.values()}
+
+
+# -- the cache format of newer XLA (recorded on an H200 with jax 0.11.2) ----------------------
+
+CACHE_FIXTURES = Path(__file__).parent / "fixtures" / "autotune"
+
+
+@pytest.fixture
+def cache_schema(monkeypatch):
+    """A test double for the CUDA plugin's schema of `xla.autotuner.AutotuneCache`, which a jaxlib without
+    the plugin lacks: the plugin's own file descriptors, recorded (fixtures/autotune/README.md)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    from xtat.xla import schema
+
+    pool = descriptor_pool.DescriptorPool()
+    for name in ("any", "duration", "wrappers", "timestamp"):
+        file = descriptor_pb2.FileDescriptorProto()
+        descriptor_pool.Default().FindFileByName(f"google/protobuf/{name}.proto").CopyToProto(file)
+        pool.Add(file)
+    recorded = (CACHE_FIXTURES / "xla-0.11.2-autotune-cache.binpb").read_bytes()
+    for file in descriptor_pb2.FileDescriptorSet.FromString(recorded).file:
+        pool.Add(file)
+
+    def message_class(proto_path, full_name):
+        if proto_path == "xla/autotune_cache.proto":
+            return message_factory.GetMessageClass(pool.FindMessageTypeByName(full_name))
+        return schema.message_class(proto_path, full_name)
+
+    monkeypatch.setattr(results, "message_class", message_class)
+
+
+@pytest.fixture(scope="module")
+def cached() -> str:
+    return (CACHE_FIXTURES / "h200-jax0.11.2-bf16-gelu.textproto").read_text()
+
+
+def test_the_cache_format_is_read_with_its_own_schema(cache_schema, cached):
+    parsed = results.parse(cached)
+    assert parsed.format.message == "xla.autotuner.AutotuneCache" and len(parsed.entries()) == 6
+    found = results.contents(cached)
+    assert found.kinds == {"triton": 2, "block_level": 2, "native_emitter": 2}
+    by_block_n = {p.chosen["block_n"]: p for p in found.tiles}
+    assert by_block_n[32].chosen == {"block_m": 64, "block_n": 32, "block_k": 64, "num_stages": 1, "num_warps": 4}
+    point = by_block_n[128]
+    assert "split_k" not in point.chosen  # XLA left it unset: not offered
+    assert point.device == "ed0e56ab8b2a0ecb" and point.sizes is None  # a fingerprint holds no dot sizes
+    assert point.id == results.fusion_id("d379f9800758115bd6f1bbecc39879cf")
+    assert point.values("block_m") == (64, 16, 32, 128, 256, 512)  # XLA's whole range, its choice first
+    # A legacy-format text is still read with the legacy schema, beside the cache's.
+    assert results.parse(FIXTURE.read_text()).format.message == "xla.AutotuneResults"
+
+
+def test_the_cache_format_is_edited_merged_and_offered_like_the_legacy_one(cache_schema, cached):
+    point = next(p for p in results.contents(cached).tiles if p.chosen["block_n"] == 128)
+    edited = results.with_tiles(cached, {results.decision_id(point.id, "block_k"): 32})
+    after = {p.id: p.chosen for p in results.contents(edited).tiles}
+    assert after[point.id] == {**point.chosen, "block_k": 32}
+    assert sum(a != b for a, b in zip(cached.splitlines(), edited.splitlines(), strict=False)) == 1
+    with pytest.raises(results.ResultsError, match="left split_k unset"):
+        results.with_tiles(cached, {results.decision_id(point.id, "split_k"): 2})
+    f32 = (CACHE_FIXTURES / "h200-jax0.11.2-f32.textproto").read_text()
+    both = results.parse(results.merged(cached, f32))
+    keys = [both.format.key(e) for e in both.entries()]
+    mine, theirs = ([p.format.key(e) for e in p.entries()] for p in (results.parse(cached), results.parse(f32)))
+    assert keys[:6] == mine and len(keys) == len(set(keys)) == len(set(mine) | set(theirs)) > 6  # none twice
+    with pytest.raises(results.ResultsError, match="cannot merge"):
+        results.merged(cached, FIXTURE.read_text())
+    stage = _tiles(make_stages())
+    stage.pin(_context("cuda", lambda candidate: cached))
+    decisions = stage.discover(_context("cuda", lambda candidate: cached), {}, [])
+    assert {d.id.split("/")[1] for d in decisions} == {"block_m", "block_n", "block_k", "num_stages", "num_warps"}
+    assert len(decisions) == 10 and stage.notes() == [
+        "tiles: 2 fusion(s) with Triton tiles; left to XLA: 2 block_level, 2 native_emitter"]
+
+
+def test_a_schema_only_a_plugin_embeds_is_read_from_the_plugin_with_what_it_imports(tmp_path, monkeypatch):
+    """Real descriptors (the recorded plugin's) in two stand-in libraries: jaxlib's, with an older
+    xla/autotuning.proto, and the CUDA plugin's with all of them."""
+    from google.protobuf import descriptor_pb2
+
+    from xtat.xla import schema
+
+    files = descriptor_pb2.FileDescriptorSet.FromString(
+        (CACHE_FIXTURES / "xla-0.11.2-autotune-cache.binpb").read_bytes()).file
+    older = next(f for f in files if f.name == "xla/autotuning.proto")
+    older = descriptor_pb2.FileDescriptorProto.FromString(older.SerializeToString())
+    triton_key = next(m for m in next(m for m in older.message_type if m.name == "AutotuneResult").nested_type
+                      if m.name == "TritonGemmKey")
+    kept = [f for f in triton_key.field if f.name != "group_size"]
+    del triton_key.field[:]
+    triton_key.field.extend(kept)
+    jaxlib, plugin = tmp_path / "libjax_common.so", tmp_path / "xla_cuda_plugin.so"
+    jaxlib.write_bytes(b"\x7fELF" + older.SerializeToString() + b"\x00")
+    plugin.write_bytes(b"\x7fELF" + b"".join(f.SerializeToString() + b"\x00" for f in files))
+    monkeypatch.setattr(schema, "_libraries", lambda: [str(jaxlib), str(plugin)])
+    for cached in (schema.library_with, schema._mapped, schema.schema_pool):
+        cached.cache_clear()
+    try:
+        cache = schema.message_class("xla/autotune_cache.proto", "xla.autotuner.AutotuneCache")
+        triton = cache.DESCRIPTOR.fields_by_name["entries"].message_type.fields_by_name["value"].message_type \
+            .fields_by_name["optimal_config"].message_type.fields_by_name["backend_config"].message_type \
+            .fields_by_name["triton"].message_type
+        assert "group_size" in triton.fields_by_name  # the plugin's own autotuning.proto, not jaxlib's older one
+        legacy = schema.message_class("xla/autotuning.proto", "xla.AutotuneResult.TritonGemmKey")
+        assert "group_size" not in legacy.DESCRIPTOR.fields_by_name  # asked for alone: jaxlib's, found first
+        with pytest.raises(RuntimeError, match="xla/nothing.proto not found in jaxlib or its plugins"):
+            schema.library_with("xla/nothing.proto")
+    finally:
+        for cached in (schema.library_with, schema._mapped, schema.schema_pool):
+            cached.cache_clear()
+
+
+def test_a_cache_text_without_its_schema_names_what_is_missing(cached, monkeypatch):
+    from xtat.xla import schema
+
+    def legacy_only(proto_path, full_name):
+        if proto_path == "xla/autotune_cache.proto":
+            raise RuntimeError("descriptor of xla/autotune_cache.proto not found in jaxlib or its plugins")
+        return schema.message_class(proto_path, full_name)
+
+    monkeypatch.setattr(results, "message_class", legacy_only)
+    with pytest.raises(results.ResultsError, match="no field named \"entries\".*autotune_cache.proto not found"):
+        results.parse(cached)
 
 
 # -- the stage -----------------------------------------------------------------------

@@ -93,3 +93,32 @@ def test_running_out_of_device_memory_is_recorded_as_oom(tmp_path):
             runner.start()  # the default itself does not fit: a clear error, the OOM named
     finally:
         runner.close()
+
+
+def _triton_tiles(compiled_text: str) -> list[tuple[str, str, str]]:
+    """(block_m, block_n, block_k) of each Triton GEMM fusion in an optimized HLO module's text."""
+    import re
+
+    return re.findall(r'"block_m":"(\d+)","block_n":"(\d+)","block_k":"(\d+)"', compiled_text)
+
+
+def test_xla_compiles_with_the_tiles_of_a_loaded_edited_file(tmp_path):
+    """The deploy path's option (what `xtat.jit` passes to compile): XLA honours an edited tile."""
+    _on_gpu()
+    from xtat.apply.lookup import AUTOTUNE_OPTION
+
+    lowered = jax.jit(matmuls).lower(*_workload().args)
+    dumped = tmp_path / "dumped.textproto"
+    lowered.compile({"xla_gpu_dump_autotune_results_to": str(dumped)})
+    text = dumped.read_text()
+    found = results.contents(text)
+    if not found.tiles:
+        pytest.fail(f"XLA chose no Triton tiles here ({found.kinds})")
+    tiles = {}
+    for name, values in (("pinned", {}), ("edited", {results.decision_id(p.id, "block_k"): 16 for p in found.tiles})):
+        path = tmp_path / f"{name}.textproto"
+        path.write_text(results.with_tiles(text, values) if values else text)
+        tiles[name] = _triton_tiles(lowered.compile({AUTOTUNE_OPTION: str(path)}).as_text())
+    print("Triton tiles, pinned:", tiles["pinned"], "edited:", tiles["edited"])
+    assert tiles["pinned"], "no Triton GEMM fusion in the compiled program"
+    assert all(k == "16" for _, _, k in tiles["edited"]) and tiles["edited"] != tiles["pinned"]

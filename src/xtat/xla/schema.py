@@ -1,8 +1,9 @@
-"""XLA's protocol buffer schemas as the installed jaxlib embeds them.
+"""XLA's protocol buffer schemas as the installed jaxlib and its plugins embed them.
 
-jaxlib ships no Python classes for XLA's protos, but its shared library embeds their serialized
-file descriptors. Reading them from there means every message xtat parses or writes (DebugOptions,
-autotune results) is checked against exactly the XLA that will read it.
+jaxlib ships no Python classes for XLA's protos, but its shared libraries (and a PJRT plugin's, such
+as the CUDA one) embed their serialized file descriptors. Reading them from there means every
+message xtat parses or writes (DebugOptions, autotune results) is checked against exactly the XLA
+that will read it.
 """
 
 from __future__ import annotations
@@ -38,36 +39,66 @@ def embedded_file_descriptor(blob: bytes | mmap.mmap, proto_path: str) -> descri
     return descriptor_pb2.FileDescriptorProto.FromString(blob[start:i])
 
 
-@functools.cache
-def jaxlib_blob() -> mmap.mmap:
-    """jaxlib's library that embeds XLA's protos, mapped read-only: searched in place, not read
-    whole (a few hundred MB; reading it took a quarter of a second of every `xtat run` that applies
-    a config)."""
+def _libraries() -> list[str]:
+    """The shared libraries that may embed XLA's protos: jaxlib's, then each installed PJRT plugin's
+    (the GPU compiler, and the protos only it uses, such as its autotuner's cache, live in the plugin)."""
     import jaxlib
 
     folder = os.path.dirname(jaxlib.__file__)
-    for name in ("libjax_common.so", "_jax.so", "xla_extension.so"):
-        path = os.path.join(folder, name)
-        if os.path.exists(path) and os.path.getsize(path) > 0:
-            with open(path, "rb") as handle:
-                blob = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-            if blob.find(b"xla/xla.proto") >= 0:
-                return blob
-            blob.close()
-    raise RuntimeError("no jaxlib library embeds xla/xla.proto")
+    found = [os.path.join(folder, name) for name in ("libjax_common.so", "_jax.so", "xla_extension.so")]
+    try:
+        import jax_plugins  # a namespace package, present only where a plugin is installed
+    except ImportError:
+        return found
+    for plugins in getattr(jax_plugins, "__path__", []):
+        for root, _, files in sorted(os.walk(plugins)):
+            found.extend(os.path.join(root, name) for name in sorted(files) if name.endswith(".so"))
+    return found
 
 
-def _add_file(pool: descriptor_pool.DescriptorPool, path: str, added: set[str]) -> None:
-    """Add `path` and, first, the files it imports; protobuf's own well-known types come from protobuf."""
+@functools.cache
+def _mapped(path: str) -> mmap.mmap | None:
+    """`path` mapped read-only: searched in place, not read whole (a few hundred MB; reading it took a
+    quarter of a second of every `xtat run` that applies a config). None when it is missing or empty."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return None
+    with open(path, "rb") as handle:
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+@functools.cache
+def library_with(proto_path: str) -> mmap.mmap:
+    """The first library of jaxlib or its plugins that embeds the descriptor of `proto_path`."""
+    for path in _libraries():
+        blob = _mapped(path)
+        if blob is not None and _embeds(blob, proto_path):
+            return blob
+    raise RuntimeError(f"descriptor of {proto_path} not found in jaxlib or its plugins")
+
+
+def jaxlib_blob() -> mmap.mmap:
+    """jaxlib's library that embeds XLA's own protos (xla/xla.proto)."""
+    return library_with("xla/xla.proto")
+
+
+def _embeds(blob: mmap.mmap, proto_path: str) -> bool:
+    return blob.find(b"\n" + bytes([len(proto_path)]) + proto_path.encode()) >= 0
+
+
+def _add_file(pool: descriptor_pool.DescriptorPool, path: str, added: set[str], home: mmap.mmap | None) -> None:
+    """Add `path` and, first, the files it imports, each from `home` (the library of the file asked
+    for) where it embeds it, so a plugin's proto is read with the plugin's own version of what it
+    imports; protobuf's own well-known types come from protobuf."""
     if path in added:
         return
     if path.startswith("google/protobuf/"):
         file = descriptor_pb2.FileDescriptorProto()
         descriptor_pool.Default().FindFileByName(path).CopyToProto(file)
     else:
-        file = embedded_file_descriptor(jaxlib_blob(), path)
+        blob = home if home is not None and _embeds(home, path) else library_with(path)
+        file = embedded_file_descriptor(blob, path)
     for dependency in file.dependency:
-        _add_file(pool, dependency, added)
+        _add_file(pool, dependency, added, home)
     pool.Add(file)
     added.add(path)
 
@@ -79,7 +110,7 @@ def schema_pool(proto_path: str) -> descriptor_pool.DescriptorPool:
     from google.protobuf import any_pb2, duration_pb2, timestamp_pb2, wrappers_pb2  # noqa: F401
 
     pool = descriptor_pool.DescriptorPool()
-    _add_file(pool, proto_path, set())
+    _add_file(pool, proto_path, set(), library_with(proto_path))
     return pool
 
 

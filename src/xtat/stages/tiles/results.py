@@ -1,15 +1,21 @@
 """XLA:GPU autotune-results files: reading the tile configs XLA chose per fusion, and writing them back.
 
-XLA's GPU autotuner picks, per fusion, a GEMM library algorithm or a Triton tile config; it can dump
-its choices (`xla_gpu_dump_autotune_results_to`) and load them instead of autotuning
-(`xla_gpu_load_autotune_results_from`). The file is the text form of `xla.AutotuneResults`
-(xla/autotune_results.proto): one entry per (device, fusion HLO), the HLO in XLA's canonical text.
-The schema is the installed jaxlib's own (`xtat.xla.schema`), so a file this module writes is one
-this XLA parses, and a file from elsewhere (untrusted) is parsed, never executed.
+XLA's GPU autotuner picks, per fusion, a GEMM library algorithm, a Triton tile config or another
+emitter; it can dump its choices (`xla_gpu_dump_autotune_results_to`) and load them instead of
+autotuning (`xla_gpu_load_autotune_results_from`). The file is the text form of one of two messages,
+by XLA's version (`FORMATS`):
 
-A fusion with a Triton tile config is a tile point: its id is a hash of its canonical HLO, stable
-across processes and machines for the same program, and its parameters' values are XLA's own
-exhaustive-search ranges, bounded by the dot's sizes.
+- `xla.AutotuneResults` (xla/autotune_results.proto), older XLA: one entry per (device, fusion HLO),
+  the HLO in XLA's canonical text.
+- `xla.autotuner.AutotuneCache` (xla/autotune_cache.proto), the autotuner of newer XLA (seen with jax
+  0.11.2 on an H200): one entry per (device, fingerprint of the fusion's HLO); no HLO text.
+
+The schema is the installed jaxlib's or its GPU plugin's own (`xtat.xla.schema`), so a file this
+module writes is one this XLA parses, and a file from elsewhere (untrusted) is parsed, never executed.
+
+A fusion with a Triton tile config is a tile point: its id is a hash of its key (HLO text or
+fingerprint), stable across processes and machines for the same program, and its parameters'
+values are XLA's own exhaustive-search ranges, bounded by the dot's sizes where the HLO gives them.
 """
 
 from __future__ import annotations
@@ -43,25 +49,94 @@ class ResultsError(ValueError):
     """An autotune-results text that XLA's schema does not accept, or that names no such fusion."""
 
 
-def parse(text: str) -> Any:
-    """The `xla.AutotuneResults` message of `text`; ResultsError when XLA's schema refuses it."""
+class _Legacy:
+    """`xla.AutotuneResults`: entries keyed by device and the fusion's HLO text."""
+
+    proto, message, entries = "xla/autotune_results.proto", "xla.AutotuneResults", "results"
+
+    @staticmethod
+    def key(entry: Any) -> tuple[str, str]:
+        return entry.device, entry.hlo
+
+    @staticmethod
+    def kind(entry: Any) -> str:
+        return entry.result.WhichOneof("key") or "none"
+
+    @staticmethod
+    def triton(entry: Any) -> Any:
+        return entry.result.triton
+
+    @staticmethod
+    def forget_timing(entry: Any) -> None:
+        entry.result.ClearField("run_time")  # XLA's timing was of its own choice, not an edited one
+
+
+class _Cache:
+    """`xla.autotuner.AutotuneCache`: entries keyed by device and XLA's fingerprint of the fusion's HLO."""
+
+    proto, message, entries = "xla/autotune_cache.proto", "xla.autotuner.AutotuneCache", "entries"
+
+    @staticmethod
+    def key(entry: Any) -> tuple[str, str]:
+        return entry.key.target.device, entry.key.target.hlo_fingerprint
+
+    @staticmethod
+    def kind(entry: Any) -> str:
+        return entry.value.optimal_config.backend_config.WhichOneof("config") or "none"
+
+    @staticmethod
+    def triton(entry: Any) -> Any:
+        return entry.value.optimal_config.backend_config.triton
+
+    @staticmethod
+    def forget_timing(entry: Any) -> None:
+        """The cache holds no timings."""
+
+
+FORMATS: tuple[type[_Legacy] | type[_Cache], ...] = (_Cache, _Legacy)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A parsed results file: its format and its message (mutable, as protobuf messages are)."""
+
+    format: type[_Legacy] | type[_Cache]
+    message: Any
+
+    def entries(self) -> Any:
+        return getattr(self.message, self.format.entries)
+
+
+def parse(text: str) -> Parsed:
+    """`text` read as whichever format this XLA's schemas accept; ResultsError when none does, and
+    RuntimeError when neither schema is in this jaxlib or its plugins."""
     if len(text) > MAX_FILE_CHARS:
         raise ResultsError(f"autotune results of {len(text)} characters exceed the {MAX_FILE_CHARS} xtat accepts")
-    message = message_class(PROTO, "xla.AutotuneResults")()
-    try:
-        text_format.Parse(text, message)
-    except text_format.ParseError as exc:
-        raise ResultsError(f"not an XLA autotune-results text: {exc}") from None
-    return message
+    missing, refused = [], []
+    for form in FORMATS:
+        try:
+            message = message_class(form.proto, form.message)()
+        except RuntimeError as exc:
+            missing.append(str(exc))
+            continue
+        try:
+            text_format.Parse(text, message)
+        except text_format.ParseError as exc:
+            refused.append(f"{form.message}: {exc}")
+            continue
+        return Parsed(form, message)
+    if not refused:
+        raise RuntimeError("; ".join(missing))
+    raise ResultsError("not an XLA autotune-results text: " + "; ".join(refused + missing))
 
 
-def render(message: Any) -> str:
-    return text_format.MessageToString(message)
+def render(parsed: Parsed) -> str:
+    return text_format.MessageToString(parsed.message)
 
 
-def fusion_id(hlo: str) -> str:
-    """A fusion's stable id: a hash of its canonical HLO (the entry's key)."""
-    return "fusion-" + hashlib.sha256(hlo.encode()).hexdigest()[:12]
+def fusion_id(key: str) -> str:
+    """A fusion's stable id: a hash of the entry's key (its canonical HLO, or XLA's fingerprint of it)."""
+    return "fusion-" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -119,8 +194,8 @@ class TilePoint:
 
     id: str
     device: str
-    hlo: str
-    chosen: dict[str, int]  # PARAMETERS' names -> XLA's value
+    key: str  # the fusion's canonical HLO, or XLA's fingerprint of it (the cache format holds no HLO)
+    chosen: dict[str, int]  # PARAMETERS' names XLA set -> XLA's value (one it left unset is no decision)
     sizes: DotSizes | None
 
     def values(self, parameter: str) -> tuple[int, ...]:
@@ -135,18 +210,23 @@ class Contents:
     kinds: dict[str, int]
 
 
+def _chosen(triton: Any) -> dict[str, int]:
+    """XLA's tile parameters of one fusion; a parameter it left unset (0: the cache format's split_k) is
+    not one of XLA's values and not offered."""
+    return {name: int(getattr(triton, name)) for name in PARAMETERS if int(getattr(triton, name)) in PARAMETERS[name]}
+
+
 def contents(text: str) -> Contents:
-    message = parse(text)
+    parsed = parse(text)
     points: dict[str, TilePoint] = {}
     kinds: dict[str, int] = {}
-    for entry in message.results:
-        kind = entry.result.WhichOneof("key") or "none"
+    for entry in parsed.entries():
+        kind = parsed.format.kind(entry)
         kinds[kind] = kinds.get(kind, 0) + 1
         if kind != "triton":
             continue
-        triton = entry.result.triton
-        chosen = {name: int(getattr(triton, name)) for name in PARAMETERS}
-        point = TilePoint(fusion_id(entry.hlo), entry.device, entry.hlo, chosen, dot_sizes(entry.hlo))
+        device, key = parsed.format.key(entry)
+        point = TilePoint(fusion_id(key), device, key, _chosen(parsed.format.triton(entry)), dot_sizes(key))
         points.setdefault(point.id, point)
     return Contents(tuple(points.values()), kinds)
 
@@ -166,13 +246,14 @@ def split_decision_id(decision: str) -> tuple[str, str]:
 def with_tiles(text: str, values: dict[str, object]) -> str:
     """`text` with the tile parameters of `values` ({"fusion-…/block_m": 64, …}) set on their fusions' entries.
 
-    Every entry of the fusion is changed (one per device string). A fusion the file lacks, or one
-    whose choice is not a Triton tile config, is a ResultsError: the config does not belong to it."""
-    message = parse(text)
+    Every entry of the fusion is changed (one per device string). A fusion the file lacks, one whose
+    choice is not a Triton tile config, or a parameter XLA left unset there is a ResultsError: the
+    config does not belong to this file."""
+    parsed = parse(text)
     by_fusion: dict[str, list] = {}
-    for entry in message.results:
-        if entry.result.WhichOneof("key") == "triton":
-            by_fusion.setdefault(fusion_id(entry.hlo), []).append(entry)
+    for entry in parsed.entries():
+        if parsed.format.kind(entry) == "triton":
+            by_fusion.setdefault(fusion_id(parsed.format.key(entry)[1]), []).append(entry)
     for decision, value in sorted(values.items()):
         fusion, parameter = split_decision_id(decision)
         if isinstance(value, bool) or not isinstance(value, int) or value not in PARAMETERS[parameter]:
@@ -181,20 +262,25 @@ def with_tiles(text: str, values: dict[str, object]) -> str:
         if not entries:
             raise ResultsError(f"{decision}: the autotune results hold no Triton fusion {fusion}")
         for entry in entries:
-            setattr(entry.result.triton, parameter, value)
-            entry.result.ClearField("run_time")  # XLA's timing was of its own choice, not this one
-    return render(message)
+            triton = parsed.format.triton(entry)
+            if parameter not in _chosen(triton):
+                raise ResultsError(f"{decision}: XLA left {parameter} unset for this fusion; it is no decision here")
+            setattr(triton, parameter, value)
+            parsed.format.forget_timing(entry)
+    return render(parsed)
 
 
 def merged(pinned: str, more: str) -> str:
-    """`pinned` plus the entries of `more` for fusions (device, HLO) that `pinned` lacks."""
+    """`pinned` plus the entries of `more` for fusions (device, key) that `pinned` lacks."""
     if not pinned:
         return more
-    base, extra = parse(pinned), parse(more) if more else None
-    if extra is None:
+    if not more:
         return pinned
-    known = {(e.device, e.hlo) for e in base.results}
-    for entry in extra.results:
-        if (entry.device, entry.hlo) not in known:
-            base.results.add().CopyFrom(entry)
+    base, extra = parse(pinned), parse(more)
+    if base.format is not extra.format:
+        raise ResultsError(f"cannot merge a {extra.format.message} file into a {base.format.message} one")
+    known = {base.format.key(e) for e in base.entries()}
+    for entry in extra.entries():
+        if base.format.key(entry) not in known:
+            base.entries().add().CopyFrom(entry)
     return render(base)

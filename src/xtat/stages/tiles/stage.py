@@ -37,7 +37,7 @@ class TilesStage:
 
     def __init__(self, earlier: tuple = ()) -> None:
         self._earlier = list(earlier)
-        self.pinned = ""  # the run's autotune results (XLA's own choices), text of xla.AutotuneResults
+        self.pinned = ""  # the run's autotune results (XLA's own choices), in its format (results.FORMATS)
         self._notes: list[str] = []
 
     def notes(self) -> list[str]:
@@ -82,7 +82,7 @@ class TilesStage:
                                + ", ".join(f"{count} {kind}" for kind, count in sorted(others.items())))
         decisions = []
         for point in found.tiles:
-            for parameter in results.PARAMETERS:
+            for parameter in point.chosen:
                 values = point.values(parameter)
                 if len(values) > 1:
                     decisions.append(Decision(self.name, results.decision_id(point.id, parameter), values,
