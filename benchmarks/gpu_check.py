@@ -54,7 +54,7 @@ def check(target: str, out: Path, db: Path, budget: int, time_s: float, stages: 
     tiles = results.contents(pinned) if pinned else results.Contents((), {})
     if pinned:
         (out / f"{stem}.autotune.textproto").write_text(pinned)
-    tile_decisions = sum(len(p.values(name)) > 1 for p in tiles.tiles for name in results.PARAMETERS)
+    tile_decisions = sum(len(p.values(name)) > 1 for p in tiles.tiles for name in p.chosen)
     changed = sorted(result.best_config.get("tiles", {})) if result.adopted else []
     row = {
         "workload": target, "message": result.message, "trials": result.trials, "adopted": result.adopted,
