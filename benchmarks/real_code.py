@@ -108,8 +108,9 @@ def output_arrays(call: Callable, args: tuple, kwargs: dict) -> list:
 
 
 def _pair(commands: dict[str, list[str]], rounds: int, save: str | None = None) -> tuple[dict, dict[str, list]]:
-    """One pair of fresh processes ("baseline", "candidate"), interleaved round by round; `save`: the
-    candidate's outputs are saved there (.npz) after its rounds."""
+    """One set of fresh processes (a "baseline" and the others), interleaved round by round; `save`:
+    the "candidate" process's outputs are saved there (.npz) after its rounds. Returns what each
+    process said when it was ready, and each one's samples."""
     from xtat.runner.timing import interleave
 
     processes = {label: subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -142,28 +143,45 @@ def _pair(commands: dict[str, list[str]], rounds: int, save: str | None = None) 
     finally:
         for process in processes.values():
             process.kill()
-    return ready["candidate"], samples
+    return ready, samples
+
+
+def process_sets(commands: dict[str, list[str]], rounds: int, sets: int, save: str | None = None) -> dict[str, dict]:
+    """`sets` sets of fresh processes, one started by each command (a `--serve` process, or one started
+    through `xtat run`), one set after another, interleaved round by round within a set.
+
+    A process is the unit here, not a round: two processes holding the same
+    executable differed by up to 24% on this machine (heap and code placement),
+    steadily over all their rounds, so rounds of one set cannot show it. Each
+    set gives each command but "baseline" one speedup over the baseline (the
+    median ratio of its rounds); its speedup is their geometric mean, and its
+    interval the t interval of the log speedups across sets, which holds the
+    process-to-process spread. Also, for each two such commands, the speedup of
+    one over the other measured the same way (`"A/B"`: B's time over A's).
+    `save`: the first "candidate" process saves its outputs there."""
+    others = [label for label in commands if label != "baseline"]
+    per_set: dict[str, list[float]] = {}
+    ready: dict = {}
+    for index in range(sets):
+        ready, samples = _pair(commands, rounds, save if index == 0 else None)
+        versus = [(label, "baseline") for label in others] + [
+            (a, b) for i, a in enumerate(others) for b in others[i + 1:]]
+        for label, against in versus:
+            key = label if against == "baseline" else f"{label}/{against}"
+            per_set.setdefault(key, []).append(
+                float(statistics.median(b / c for b, c in zip(samples[against], samples[label]))))
+    out = {}
+    for key, ratios in per_set.items():
+        speedup, low, high = across_pairs(ratios)
+        out[key] = {"speedup": speedup, "ci": [low, high], "per_pair": ratios, **ready.get(key, {})}
+    return out
 
 
 def process_pairs(baseline: list[str], candidate: list[str], rounds: int, pairs: int,
                   save: str | None = None) -> dict:
-    """`pairs` pairs of fresh processes started by the two commands (each a `--serve` process, or one
-    started through `xtat run`), one pair after another, interleaved round by round within a pair.
-
-    A process is the unit here, not a round: two processes holding the same
-    executable differed by up to 24% on this machine (heap and code placement),
-    steadily over all their rounds, so rounds of one pair cannot show it. Each
-    pair gives one speedup (the median ratio of its rounds); the speedup is their
-    geometric mean, and its interval the t interval of the log speedups across
-    pairs, which holds the process-to-process spread. `save`: the first
-    candidate process saves its outputs there."""
-    per_pair: list = []
-    ready: dict = {}
-    for index in range(pairs):
-        ready, samples = _pair({"baseline": baseline, "candidate": candidate}, rounds, save if index == 0 else None)
-        per_pair.append(float(statistics.median(b / c for b, c in zip(samples["baseline"], samples["candidate"]))))
-    speedup, low, high = across_pairs(per_pair)
-    return {"speedup": speedup, "ci": [low, high], "per_pair": per_pair, **ready}
+    """`process_sets` of two commands: the candidate's speedup over the baseline, across `pairs` pairs of
+    fresh processes, and what the candidate process said when it was ready."""
+    return process_sets({"baseline": baseline, "candidate": candidate}, rounds, pairs, save)["candidate"]
 
 
 def across_pairs(per_pair: list[float]) -> tuple[float, float, float]:
@@ -186,16 +204,29 @@ def serve_command(example: Path | str, min_sample_s: float, *extra: str) -> list
 
 
 def delivered(example: Path | str, db: Path, runtime: bool, rounds: int, pairs: int,
-              min_sample_s: float = 0.05) -> dict:
+              min_sample_s: float = 0.05, beside: dict | None = None) -> dict:
     """xtat.jit of the step in a fresh process (started by `xtat run` when the adopted config has
-    runtime decisions: its deploy path) against plain jax.jit in another (`process_pairs`)."""
+    runtime decisions: its deploy path) against plain jax.jit in another (`process_pairs`).
+
+    `beside`: another config's probe ({"options": compiler options, "setup": a runtime setup}, as
+    `benchmarks/ceiling.py` writes them), measured in a third process of each set, interleaved with
+    the two: `beside` is its speedup over jax.jit, and `delivered_over_beside` xtat.jit's over it, both
+    from the same rounds as the delivered figure (so a day's drift does not fall between them)."""
     base = serve_command(example, min_sample_s)
     tuned = base + ["--db", str(db)]
     if runtime:
         tuned = [sys.executable, "-c", "from xtat.cli.app import main; main()", "run", "--db", str(db), "--",
                  *tuned]
-    measured = process_pairs(base, tuned, rounds, pairs)
-    return {"delivered": measured.pop("speedup"), "delivered_ci": measured.pop("ci"), **measured}
+    if beside is None:
+        measured = process_pairs(base, tuned, rounds, pairs)
+        return {"delivered": measured.pop("speedup"), "delivered_ci": measured.pop("ci"), **measured}
+    other = serve_command(example, min_sample_s, "--options", json.dumps(beside["options"]),
+                          "--setup", json.dumps(beside["setup"]))
+    sets = process_sets({"baseline": base, "candidate": tuned, "beside": other}, rounds, pairs)
+    measured = sets["candidate"]
+    return {"delivered": measured.pop("speedup"), "delivered_ci": measured.pop("ci"), **measured,
+            "beside": [sets["beside"]["speedup"], *sets["beside"]["ci"]],
+            "delivered_over_beside": [sets["candidate/beside"]["speedup"], *sets["candidate/beside"]["ci"]]}
 
 
 def tune_and_measure(example: Path, folder: Path, time_s: float, rounds: int, pairs: int) -> dict:

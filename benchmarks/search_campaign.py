@@ -15,7 +15,10 @@ TARGET names a workload as `xtat tune` does (examples/NAME.py:make, suite:gpt/in
    run's wall time;
 3. where a config was adopted, the delivered speedup through its deploy path in fresh processes
    (`benchmarks/real_code.py: delivered`: xtat.jit, under `xtat run` where it holds a runtime
-   decision, against plain jax.jit, in `--pairs` pairs of processes); 1.0 where none was.
+   decision, against plain jax.jit, in `--pairs` sets of processes); 1.0 where none was. Where the
+   ceiling found a config, a third process of each set runs it (jax.jit with its options, its
+   runtime setup entered), interleaved with the two: the ceiling's config and the tuner's measured
+   in the same rounds, so the share is not a comparison of two days' figures.
 
 Then the campaign's lines: per program, the share of the ceiling's gain each effort delivered;
 finalists whose search figure lies within 10% of their side-by-side one; finalists rejected by
@@ -52,7 +55,9 @@ def ceiling(target: str, folder: Path, measured: Path | None = None) -> dict:
     best = data["best"]
     row = data["rechecked"][best] if best else None  # the ceiling's figure: measured again (ceiling.py)
     value = row["speedup"] if row and row["low"] > 1.0 else 1.0
-    return {"ceiling": value, "ceiling_ci": [row["low"], row["high"]] if row else [1.0, 1.0], "ceiling_with": best}
+    probe = {"options": row["options"], "setup": row["setup"]} if row and value > 1.0 else None
+    return {"ceiling": value, "ceiling_ci": [row["low"], row["high"]] if row else [1.0, 1.0], "ceiling_with": best,
+            "ceiling_probe": probe}
 
 
 def tune(target: str, effort: str, db: Path) -> dict:
@@ -112,8 +117,11 @@ def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds:
             if result["adopted"]:
                 source = target.removesuffix(":make") if target.endswith(".py:make") else target
                 runtime = bool(result["best_config"].get("runtime"))
-                measured = delivered(source, db, runtime, rounds, pairs)
+                measured = delivered(source, db, runtime, rounds, pairs, beside=row.get("ceiling_probe"))
                 entry["delivered"] = [measured["delivered"], *measured["delivered_ci"]]
+                if "beside" in measured:  # the ceiling's config in the same rounds: its figure that day
+                    entry["ceiling_beside"] = measured["beside"]
+                    entry["delivered_over_ceiling_config"] = measured["delivered_over_beside"]
             else:
                 entry["delivered"] = [1.0, 1.0, 1.0]
             row[effort] = entry
@@ -147,6 +155,12 @@ def summary(rows: list[dict], efforts: list[str]) -> str:
             share = ""
             if "ceiling" in r and r["ceiling"] > 1.0:
                 share = f", {100 * math.log(d[0]) / math.log(r['ceiling']):.0f}% of the ceiling's gain"
+            beside = x.get("ceiling_beside")
+            if beside and beside[0] > 1.0:
+                over = x["delivered_over_ceiling_config"]
+                share += (f" ({100 * math.log(d[0]) / math.log(beside[0]):.0f}% of its config's "
+                          f"{beside[0]:.3f}x in the same rounds; over it {over[0]:.3f}x "
+                          f"[{over[1]:.3f}, {over[2]:.3f}])")
             cells.append(f"{json.dumps(x['config']) if x['config'] else 'none'}, {confirmed}, {d[0]:.3f}x "
                          f"[{d[1]:.3f}, {d[2]:.3f}]{share}, {x['wall_s']:.0f}")
         lines.append("| " + " | ".join(cells) + " |")
