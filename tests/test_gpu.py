@@ -209,6 +209,20 @@ def test_the_cache_format_is_edited_merged_and_offered_like_the_legacy_one(cache
         "tiles: 2 fusion(s) with Triton tiles; left to XLA: 2 block_level, 2 native_emitter"]
 
 
+def test_schemas_are_looked_for_in_jaxlib_then_in_each_installed_plugin(tmp_path, monkeypatch):
+    from xtat.xla import schema
+
+    plugin = tmp_path / "jax_plugins" / "xla_cuda13"
+    plugin.mkdir(parents=True)
+    (plugin / "__init__.py").write_text("")
+    (plugin / "xla_cuda_plugin.so").write_bytes(b"\x7fELF")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "jax_plugins", raising=False)
+    found = schema._libraries()
+    assert [os.path.basename(path) for path in found[:3]] == ["libjax_common.so", "_jax.so", "xla_extension.so"]
+    assert str(plugin / "xla_cuda_plugin.so") in found[3:]
+
+
 def test_a_schema_only_a_plugin_embeds_is_read_from_the_plugin_with_what_it_imports(tmp_path, monkeypatch):
     """Real descriptors (the recorded plugin's) in two stand-in libraries: jaxlib's, with an older
     xla/autotuning.proto, and the CUDA plugin's with all of them."""
