@@ -107,7 +107,7 @@ def output_arrays(call: Callable, args: tuple, kwargs: dict) -> list:
             for x in jax.tree.leaves(jax.block_until_ready(call(*args, **kwargs)))]
 
 
-def _pair(commands: dict[str, list[str]], rounds: int, save: str | None = None) -> tuple[dict, dict[str, list]]:
+def _one_set(commands: dict[str, list[str]], rounds: int, save: str | None = None) -> tuple[dict, dict[str, list]]:
     """One set of fresh processes (a "baseline" and the others), interleaved round by round; `save`:
     the "candidate" process's outputs are saved there (.npz) after its rounds. Returns what each
     process said when it was ready, and each one's samples."""
@@ -162,10 +162,9 @@ def process_sets(commands: dict[str, list[str]], rounds: int, sets: int, save: s
     others = [label for label in commands if label != "baseline"]
     per_set: dict[str, list[float]] = {}
     ready: dict = {}
+    versus = [(label, "baseline") for label in others] + [(a, b) for i, a in enumerate(others) for b in others[i + 1:]]
     for index in range(sets):
-        ready, samples = _pair(commands, rounds, save if index == 0 else None)
-        versus = [(label, "baseline") for label in others] + [
-            (a, b) for i, a in enumerate(others) for b in others[i + 1:]]
+        ready, samples = _one_set(commands, rounds, save if index == 0 else None)
         for label, against in versus:
             key = label if against == "baseline" else f"{label}/{against}"
             per_set.setdefault(key, []).append(

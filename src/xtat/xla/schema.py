@@ -95,8 +95,10 @@ def _add_file(pool: descriptor_pool.DescriptorPool, path: str, added: set[str], 
         file = descriptor_pb2.FileDescriptorProto()
         descriptor_pool.Default().FindFileByName(path).CopyToProto(file)
     else:
-        blob = home if home is not None and _embeds(home, path) else library_with(path)
-        file = embedded_file_descriptor(blob, path)
+        try:  # one search of `home` (a few hundred MB) where it holds the file, not two
+            file = embedded_file_descriptor(home if home is not None else library_with(path), path)
+        except RuntimeError:
+            file = embedded_file_descriptor(library_with(path), path)
     for dependency in file.dependency:
         _add_file(pool, dependency, added, home)
     pool.Add(file)
