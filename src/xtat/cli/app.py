@@ -120,7 +120,7 @@ def tune(
                 raise UserError("give a TARGET or --profile NAME, not both")
             functions, searched = _profiled(db, profile, stages)
         else:
-            functions, searched = [(1.0, [load_target(target or DEFAULT_TARGET, name)])], stages
+            functions, searched = [(1.0, [(1.0, load_target(target or DEFAULT_TARGET, name))])], stages
         if target is None and profile is None and time is None:
             time = 60.0  # the built-in workload's quick start takes about a minute
         total = sum(share for share, _ in functions)
@@ -128,21 +128,36 @@ def tune(
     except UserError as exc:
         _fail(str(exc))
     for members, settings in plans:
-        result = _tune_one(members[0], settings, db, as_json)
-        # The function's other signatures: its config checked on each (verified, timed in pairs,
-        # confirmed), adopted where it is faster; passes and codegen options only (per-op tiles
-        # belong to one program's fusions).
-        shared = {stage: values for stage, values in result.best_config.items() if stage in ("passes", "codegen")}
-        if len(members) > 1 and result.adopted and shared:
-            console.print(f"checking the config of {members[0].display_name} on {len(members) - 1} other "
-                          "signature(s) of the same function")
-            for member in members[1:]:
-                _tune_one(member, settings_for(0.0, budget=2, time_s=None, first=(shared,)), db, as_json)
-        elif len(members) > 1:
-            console.print(f"note: {len(members) - 1} other signature(s) of {members[0].display_name} keep XLA's "
-                          "defaults: nothing was adopted for its largest")
+        _tune_function(members, settings, settings_for(0.0, time_s=None), db, as_json)
     if profile is not None and "runtime" in names(stages):
         _choose_runtime(db, profile, as_json)
+
+
+def _tune_function(members: list[tuple[float, Workload]], settings: TuneSettings, checks: TuneSettings,
+                   db: str | None, as_json: bool) -> None:
+    """A function's signatures (share, workload; largest first): the largest searched with `settings`,
+    then each other one offered the largest's best configs (`tuning.signatures`) with `checks`."""
+    from dataclasses import replace
+
+    from xtat.tuning.signatures import SignatureGain, offered_configs, weighted_gain
+
+    (share, largest), others = members[0], members[1:]
+    result = _tune_one(largest, settings, db, as_json)
+    if not others:
+        return
+    offered = offered_configs(result)
+    if not offered:
+        console.print(f"note: {len(others)} other signature(s) of {largest.display_name} keep XLA's defaults: "
+                      "no passes or codegen options were adopted for its largest")
+        return
+    console.print(f"offering {len(offered)} config(s) of {largest.display_name} to its {len(others)} other "
+                  "signature(s): each keeps the fastest of them that is confirmed on it, or XLA's defaults")
+    gains = [SignatureGain(share, result.speedup)]
+    for own_share, member in others:
+        checked = _tune_one(member, replace(checks, budget=len(offered) + 1, first=offered), db, as_json)
+        gains.append(SignatureGain(own_share, checked.speedup if checked.adopted else 1.0))
+    console.print(f"{largest.display_name}: {weighted_gain(gains):.3f}x over its {len(members)} signatures, "
+                  "weighted by their shares of the script's time")
 
 
 SCRIPT_ROUNDS = 6  # whole-script runs per runtime setup, each against one without: an exact 95% interval needs 6
@@ -167,7 +182,8 @@ def _choose_runtime(db: str | None, name: str, as_json: bool) -> None:
         out.print(choice.describe())
 
 
-def _profiled(db: str | None, name: str, stages: str) -> tuple[list[tuple[float, list]], str]:
+def _profiled(db: str | None, name: str, stages: str
+              ) -> tuple[list[tuple[float, list[tuple[float, Workload]]]], str]:
     """The hot functions of a profile, each its share and its kept signatures as workloads (largest
     first), and the stages they are tuned in."""
     from xtat.profile.session import HOT_SHARE, latest, workload
@@ -189,8 +205,8 @@ def _profiled(db: str | None, name: str, stages: str) -> tuple[list[tuple[float,
     if dropped:
         console.print(f"note: profiled programs are tuned without the {', '.join(dropped)} stage(s): `xtat run` "
                       "applies their configs as compile options")
-    functions = [(function.share, [workload(p, name) for p in function.kept]) for function in found.functions
-                 if function.kept]
+    functions = [(function.share, [(p.share, workload(p, name)) for p in function.kept])
+                 for function in found.functions if function.kept]
     return functions, ",".join(kept)
 
 

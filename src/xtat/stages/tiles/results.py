@@ -24,7 +24,7 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from google.protobuf import text_format
 
@@ -47,6 +47,30 @@ PARAMETERS: dict[str, tuple[int, ...]] = {
 
 class ResultsError(ValueError):
     """An autotune-results text that XLA's schema does not accept, or that names no such fusion."""
+
+
+class _Format(Protocol):
+    """One format of XLA's autotune results: its schema, and where an entry keeps what the stage reads."""
+
+    proto: str  # the .proto file holding its schema
+    message: str  # the file's message type
+    entries: str  # the message's repeated field of entries
+
+    def key(self, entry: Any) -> tuple[str, str]:
+        """The entry's device and its fusion's key (HLO text or XLA's fingerprint of it)."""
+        ...
+
+    def kind(self, entry: Any) -> str:
+        """Which backend's config the entry holds ("triton" for a tiled GEMM fusion)."""
+        ...
+
+    def triton(self, entry: Any) -> Any:
+        """The entry's Triton tile config (mutable)."""
+        ...
+
+    def forget_timing(self, entry: Any) -> None:
+        """Drop any timing XLA recorded for its own choice."""
+        ...
 
 
 class _Legacy:
@@ -93,14 +117,14 @@ class _Cache:
         """The cache holds no timings."""
 
 
-FORMATS: tuple[type[_Legacy] | type[_Cache], ...] = (_Cache, _Legacy)
+FORMATS: tuple[_Format, ...] = (_Cache(), _Legacy())
 
 
 @dataclass(frozen=True)
 class Parsed:
     """A parsed results file: its format and its message (mutable, as protobuf messages are)."""
 
-    format: type[_Legacy] | type[_Cache]
+    format: _Format
     message: Any
 
     def entries(self) -> Any:
