@@ -3,9 +3,10 @@
 time in a worker entering the setup) over `--pairs` pairs of processes, each pair's ratio
 printed, with their geometric mean, the spread of their logs, and the t interval of the mean.
 
-A tuning run measures the factor over `setup_pairs` pairs (2 at quick, 3 at standard) and
-scales every such candidate's paired figure by it; this shows what that many pairs can tell
-apart on a program.
+A tuning run measures the factor over `setup_pairs` pairs (2 at quick, 3 at standard), more
+(up to twice as many) while the standard error of their mean log exceeds `setup_error`, and
+scales every such candidate's paired figure by it; this shows, over exactly `--pairs` pairs,
+what that many can tell apart on a program.
 
     .venv/bin/python benchmarks/setup_factor.py TARGET [--cpus 1 | --host-devices 2] [--pairs 8] \
         [--json OUT.json]
@@ -43,7 +44,7 @@ def main() -> None:
         parser.error("--pairs must be at least 2 (the spread needs two)")
     cpus = options.cpus if options.cpus is not None or options.host_devices is not None else 1
     setup = ProcessSetup(cpus, options.host_devices)
-    settings = TuneSettings.at("standard", setup_pairs=options.pairs)
+    settings = TuneSettings.at("standard", setup_pairs=options.pairs, setup_error=0.0)
     captured = capture(load_target(options.target))
     with open_runner(captured, settings) as runner:
         runner.start()

@@ -434,6 +434,49 @@ def test_a_runtime_setup_is_timed_beside_the_default_in_its_own_worker_scaled_by
         runner.close()
 
 
+def test_a_setup_factor_whose_pairs_disagree_takes_more_pairs_up_to_twice_as_many():
+    from xtat.runner.timing import TimingPolicy, setup_decided
+
+    policy = TimingPolicy(setup_pairs=2, setup_error=0.025)
+    assert not setup_decided([1.3], policy)  # fewer than `setup_pairs`
+    assert setup_decided([1.30, 1.32], policy)  # pairs that agree: the standard error is under 2.5%
+    assert not setup_decided([1.16, 1.72], policy)  # BlackJAX's one-CPU factors of two runs
+    assert not setup_decided([1.16, 1.72, 1.40], policy)
+    assert setup_decided([1.16, 1.72, 1.40, 1.9], policy)  # the cap: twice `setup_pairs`
+    fixed = TimingPolicy(setup_pairs=2)  # setup_error 0: exactly `setup_pairs`
+    assert setup_decided([1.16, 1.72], fixed) and not setup_decided([1.16], fixed)
+    assert setup_decided([2.0], TimingPolicy(setup_pairs=1, setup_error=0.025))  # one pair has no spread
+
+
+def test_pairs_of_processes_that_disagree_are_added_to_the_factor_and_to_the_placements(tmp_path, monkeypatch):
+    """Real workers; each pair's ratio scripted: pairs that disagree take the factor to twice
+    `setup_pairs` pairs of processes (each started and closed), and side by side the setup's rounds
+    are spread over as many placements."""
+    from xtat.capture.workload import capture
+    from xtat.core.candidate import ProcessSetup
+    from xtat.runner.process import ProcessRunner
+    from xtat.runner.timing import TimingPolicy
+
+    captured = capture(tiny_mlp())
+    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, captured.verify_inputs,
+                           lambda program, layout: b"", 60.0, 10.0, 20.0)
+    scripted = iter([1.0, 1.6, 1.0, 1.6, 1.0])
+    monkeypatch.setattr(runner, "_process_ratio", lambda *sides: next(scripted))
+    timing = TimingPolicy(min_sample_s=0.003, samples=5, contender_pairs=5, setup_pairs=2, setup_error=0.025)
+    pinned = Candidate(process=ProcessSetup(cpus=1))
+    try:
+        runner.start()
+        assert runner.setup_ratios(pinned.process, timing) == (1.0, 1.6, 1.0, 1.6)
+        assert len(list(tmp_path.glob("setup-pair-*.log"))) == 3 * 2  # three fresh pairs beside the run's own
+        assert len(runner.pids()) == 2  # and closed
+        before = len(list(tmp_path.glob("worker-*.log")))
+        samples = runner.interleave([("default", Candidate()), ("a", pinned)], 6, timing)
+        assert len(list(tmp_path.glob("worker-*.log"))) - before == 4 * 2
+        assert len(samples["default"]) == len(samples["a"]) == 4 * 2  # 6 rounds over 4 placements: 2 each
+    finally:
+        runner.close()
+
+
 class LoggingWorker:
     """Test double of a worker process: each Sample request is logged (by worker) in a shared log and
     answers its position there as its "seconds"."""

@@ -33,7 +33,7 @@ from xtat.runner import protocol as p
 from xtat.runner.base import DEFAULT_ID, WorkerFailure
 from xtat.runner.host_lock import holding
 from xtat.runner.pool import Pool, WorkerProcess
-from xtat.runner.timing import Race, TimingPolicy, median_ci, paired
+from xtat.runner.timing import Race, TimingPolicy, median_ci, paired, setup_decided
 from xtat.runner.verify import Budget, Tolerance
 from xtat.runner.worker import DIMS_FILE
 
@@ -290,7 +290,8 @@ class ProcessRunner:
 
     def setup_factor(self, setup: ProcessSetup, timing: TimingPolicy) -> float:
         """How much faster the default runs in a process entering `setup` than in a default process:
-        the geometric mean over `timing.setup_pairs` pairs of processes of each pair's median ratio
+        the geometric mean over `timing.setup_pairs` or more pairs of processes (`setup_ratios`) of
+        each pair's median ratio
         (the two processes' default builds timed in alternating pairs), measured once per run.
 
         The first pair is the run's own two workers; the others are started for this and closed.
@@ -303,12 +304,13 @@ class ProcessRunner:
         return float(np.exp(np.mean(np.log(self.setup_ratios(setup, timing)))))
 
     def setup_ratios(self, setup: ProcessSetup, timing: TimingPolicy) -> tuple[float, ...]:
-        """Each pair's ratio behind `setup_factor`: the run's own two workers first, then
-        `timing.setup_pairs - 1` pairs started for it; measured once per run."""
+        """Each pair's ratio behind `setup_factor`: the run's own two workers first, then pairs
+        started for it until they decide the factor (`timing.setup_decided`); measured once per run."""
         if setup not in self._factors:
             default_side, setup_side = self._reference(timing), self._reference(timing, setup)
             ratios = [self._process_ratio(default_side, setup_side, timing)]
-            for index in range(timing.setup_pairs - 1):
+            while not setup_decided(ratios, timing):
+                index = len(ratios) - 1
                 pair = [self.pool.spare(s, f"setup-pair-{len(self._factors)}-{index}-{side}")
                         for s, side in ((ProcessSetup(), "default"), (setup, "setup"))]
                 try:
@@ -427,10 +429,12 @@ class ProcessRunner:
     def interleave(self, builds: list[tuple[str, Candidate]], rounds: int,
                    timing: TimingPolicy) -> dict[str, list[float]]:
         """`rounds` rounds of the builds, each placed in fresh workers. Where a build holds a process
-        setup of its own, the rounds are split over `timing.setup_pairs` placements one after another
-        (as `setup_factor`, for the same reason: a figure across processes is one pair's otherwise);
-        a build that failed in any placement has no samples."""
-        placements = timing.setup_pairs if any(candidate.process.runtime for _, candidate in builds) else 1
+        setup of its own, the rounds are split over as many placements, one after another, as that
+        setup's factor took pairs of processes (`setup_ratios`; `timing.setup_pairs` when it has
+        none yet), for the same reason: a figure across processes is one pair's otherwise; a build
+        that failed in any placement has no samples."""
+        setups = [candidate.process for _, candidate in builds if candidate.process.runtime]
+        placements = max([timing.setup_pairs, *(len(self._factors.get(s, ())) for s in setups)]) if setups else 1
         each = -(-rounds // placements)
         samples: dict[str, list[float]] = {id: [] for id, _ in builds}
         shuffle = random.Random(timing.seed)

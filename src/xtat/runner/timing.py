@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 SETTLE_PAIRS_FACTOR = 10  # a settling candidate's pairs: at most this many times `contender_pairs`
+SETUP_PAIRS_FACTOR = 2  # a process setup's pairs of processes: at most this many times `setup_pairs`
 
 
 @dataclass(frozen=True)
@@ -21,10 +23,29 @@ class TimingPolicy:
     # is timed on until its pairs have lasted this long (0: never), at most SETTLE_PAIRS_FACTOR
     # times `contender_pairs` pairs.
     settle_s: float = 0.0
-    # Pairs of processes a process setup's effect is measured over (`runner.process`: setup factor).
+    # Pairs of processes a process setup's effect is measured over (`runner.process`: setup factor),
+    # and more while the standard error of their mean log ratio exceeds `setup_error` (0: never),
+    # up to SETUP_PAIRS_FACTOR times as many (`setup_decided`).
     setup_pairs: int = 3
+    setup_error: float = 0.0
     max_inner: int = 10_000
     seed: int = 0
+
+
+def setup_decided(ratios: Sequence[float], policy: TimingPolicy) -> bool:
+    """Whether the pairs of processes measured so far (each pair's ratio) decide a setup's factor.
+
+    Two processes of one executable differ steadily by a few percent on most programs and by 20%
+    or more on some (the BlackJAX sampler's one-CPU factor read 1.72x over 2 pairs in one run and
+    1.16x over 3 in the next), so a fixed count is too few there and wasted elsewhere: after
+    `policy.setup_pairs`, pairs are added while the standard error of the mean log ratio exceeds
+    `policy.setup_error`, up to SETUP_PAIRS_FACTOR times `setup_pairs`."""
+    count = len(ratios)
+    if count < policy.setup_pairs:
+        return False
+    if count < 2 or policy.setup_error <= 0 or count >= SETUP_PAIRS_FACTOR * policy.setup_pairs:
+        return True
+    return float(np.std(np.log(ratios), ddof=1)) / math.sqrt(count) <= policy.setup_error
 
 
 @dataclass(frozen=True)

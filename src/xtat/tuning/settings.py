@@ -89,8 +89,10 @@ class TuneSettings:
     # pairs, then on while its interval still holds 1 + tie_margin, for up to this long.
     settle_s: float = 5.0
     # Pairs of processes a process setup's effect is measured over, in the search and side by side
-    # (`runner.process.ProcessRunner.setup_factor`).
+    # (`runner.process.ProcessRunner.setup_factor`), and more, up to twice as many, while the
+    # standard error of their mean log ratio exceeds `setup_error` (`runner.timing.setup_decided`).
     setup_pairs: int = 3
+    setup_error: float = 0.025
     deadline_factor: float = 10.0  # deadlines are this multiple of the default's times
     min_deadline_s: float = 30.0
     startup_deadline_s: float = 180.0
@@ -128,6 +130,8 @@ class TuneSettings:
             raise UserError("samples and rounds must be at least 3")
         if self.setup_pairs < 1:
             raise UserError("setup_pairs must be at least 1")
+        if not self.setup_error >= 0:
+            raise UserError("setup_error must be 0 (a fixed count of pairs) or more")
         if self.confirm_looks < 1 or self.confirm_time_s <= 0:
             raise UserError("--confirm-time must be positive and confirm_looks at least 1")
         unknown = [s for s in self.stages if s not in STAGE_ORDER]
@@ -177,7 +181,8 @@ class TuneSettings:
     @property
     def timing(self) -> TimingPolicy:
         return TimingPolicy(min_sample_s=self.min_sample_s, samples=self.samples,
-                            contender_pairs=self.contender_pairs, setup_pairs=self.setup_pairs, seed=self.seed)
+                            contender_pairs=self.contender_pairs, setup_pairs=self.setup_pairs,
+                            setup_error=self.setup_error, seed=self.seed)
 
     @property
     def tolerance(self) -> Tolerance:
