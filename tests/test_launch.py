@@ -157,17 +157,6 @@ def test_a_config_that_rewrites_the_program_is_not_applied_in_part(db):
     assert "only xtat.jit can apply" in tuned.stderr
 
 
-def test_what_a_lookup_needs_is_imported_in_the_background_only_where_the_store_holds_records(db, tmp_path):
-    # Right after `import jax`, before any compile: the warm-up thread has looked the records up.
-    warmed = ("import sys, threading, jax; [t.join() for t in threading.enumerate() if t.name == 'xtat-run-warm']; "
-              "print(*(name in sys.modules for name in ('xtat.apply.lookup', 'xtat.store.vetting')))")
-    adopt(db, FUSION_EMITTERS_OFF)
-    held = _run(db, sys.executable, "-c", warmed)
-    empty = _run(tmp_path / "none" / "xtat.db", sys.executable, "-c", warmed)
-    assert held.returncode == 0 and held.stdout.split() == ["True", "True"], held.stderr
-    assert empty.returncode == 0 and empty.stdout.split() == ["False", "False"], empty.stderr
-
-
 def test_run_with_no_store_runs_the_program_as_it_is(tmp_path):
     result = _run(tmp_path / "none" / "xtat.db", sys.executable, "-c",
                   "import jax, jax.numpy as jnp; print(jax.jit(lambda x: x + 1)(jnp.int32(1)))")

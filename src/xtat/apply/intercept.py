@@ -70,8 +70,6 @@ class Interceptor:
         self._lock = threading.Lock()
         self._warned = False
         self._keys: set[str] | None = None  # the store's fingerprints and program keys, read once
-        self._warmer: threading.Thread | None = None  # looking the store's records up ahead (`warm`)
-        self._ahead: dict[str, Lookup] = {}  # what it found, by fingerprint
 
     def _stored_keys(self) -> set[str]:
         """Every fingerprint and program key the store holds: a program with neither is looked up
@@ -102,28 +100,6 @@ class Interceptor:
             self._warn_once(f"the store is unreadable ({type(exc).__name__}: {exc}); compiling with XLA's defaults")
             return set()
 
-    def warm(self) -> None:
-        """Where the store holds records, look them up in a background thread (`lookups_ahead`: the
-        imports of pydantic, the records and the stages that vet a config, then the reads and the
-        vetting: about 0.2 s on the development machine), while the program goes on importing and
-        tracing, instead of at the first compile of a program with a record. XLA's compiles and
-        the program's file reads release the GIL, so this runs beside them; where the store holds
-        no record, the thread ends at once."""
-        self._warmer = threading.Thread(target=self._warm, name="xtat-run-warm", daemon=True)
-        self._warmer.start()
-
-    def _warm(self) -> None:
-        try:
-            with self._lock:
-                keys = self._stored_keys()
-            if not keys:
-                return
-            from xtat.apply.lookup import lookups_ahead
-
-            self._ahead = lookups_ahead(keys, self._db)
-        except Exception:  # noqa: S110  (ahead of time only: each program's own lookup says what is wrong)
-            pass
-
     def options(self, computation: Any) -> tuple[dict[str, object], Lookup | None]:
         """The compile options to add for this program ({} for XLA's defaults) and its lookup (None:
         the store has no record of it)."""
@@ -141,12 +117,10 @@ class Interceptor:
             return {}, None  # no record: XLA's defaults, and nothing more imported or read
         from xtat.apply.lookup import Found, lookup
 
-        if self._warmer is not None:
-            self._warmer.join()  # it may be reading this very record
         with self._lock:
             found = self._lookups.get(identity.fingerprint)
             if found is None:
-                found = self._ahead.get(identity.fingerprint) or lookup(identity, self._db)
+                found = lookup(identity, self._db)
                 self._lookups[identity.fingerprint] = found
                 self._report(found, identity)
         if found.found is not Found.ADOPTED or found.candidate.program or found.candidate.layout:
@@ -198,7 +172,6 @@ def install(db: str | Path | None) -> bool:
     if getattr(original, "_xtat_original", None) is not None:
         return True  # installed already
     interceptor = Interceptor(db)
-    interceptor.warm()
 
     def compile(self: Any, compiler_options: Any = None, *, device_assignment: Any = None) -> Any:
         # Options of the caller's own (a compile call's, or jax.jit's `compiler_options`) win: untouched.

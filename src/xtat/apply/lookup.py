@@ -8,7 +8,6 @@ a `Lookup` with a reason and no options.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -74,9 +73,22 @@ class Lookup:
 
 
 def lookup(identity: Identity, db: str | Path | None) -> Lookup:
-    store = _open(db)
-    if isinstance(store, Lookup):
-        return store
+    from xtat.apply.launch import sqlite_file
+    from xtat.store.reader import SqliteReader
+
+    file = sqlite_file(db)  # None: a server
+    if file is not None and not file.exists():
+        return Lookup(Found.NO_DATABASE)
+    # An SQLite file of this schema is read with the standard library; anything else (a server, an
+    # older or newer schema, a damaged file) through `Store`, which reads, or says why it cannot.
+    store: LookupReads | None = SqliteReader.open(file) if file is not None else None
+    if store is None:
+        from xtat.store import open_store
+
+        try:
+            store = open_store(db, read_only=True)
+        except StoreError as exc:
+            return Lookup(Found.UNREADABLE, str(exc))
     try:
         if store.is_new():
             return Lookup(Found.NO_DATABASE)
@@ -86,65 +98,18 @@ def lookup(identity: Identity, db: str | Path | None) -> Lookup:
             if others:
                 return Lookup(Found.STALE, environment_differences(others[-1].env, identity.env))
             return Lookup(Found.NO_RECORD)
-        return _of_record(store, record)
+        result = store.latest_result(record.id)
+        if result is None or not result.adopted:
+            return Lookup(Found.NOT_ADOPTED)
+        try:
+            candidate = vetted(store, record, result)
+        except Unvetted as refusal:
+            return Lookup(Found.REJECTED, str(refusal), result.id)
+        return Lookup(Found.ADOPTED, "", result.id, candidate)
     except Exception as exc:  # a damaged file must not break the caller
         return Lookup(Found.UNREADABLE, f"{type(exc).__name__}: {exc}")
     finally:
         store.close()
-
-
-def lookups_ahead(fingerprints: Iterable[str], db: str | Path | None) -> dict[str, Lookup]:
-    """The lookups of the stored workloads among `fingerprints`, in one reading of the store: what
-    `lookup` answers for a program of one of them (a key that is no workload's fingerprint is left
-    out, so its program is looked up at its compile). For a process that looks up ahead of its
-    compiles (`xtat run`); nothing when the store cannot be read."""
-    store = _open(db)
-    if isinstance(store, Lookup):
-        return {}
-    try:
-        if store.is_new():
-            return {}
-        found = {}
-        for fingerprint in fingerprints:
-            record = store.workload(fingerprint)
-            if record is not None:
-                found[fingerprint] = _of_record(store, record)
-        return found
-    except Exception:  # a damaged file: each program's own lookup says why
-        return {}
-    finally:
-        store.close()
-
-
-def _open(db: str | Path | None) -> LookupReads | Lookup:
-    """The store, read with the standard library where it is an SQLite file of this schema, else
-    through `Store` (a server, another schema, a damaged file); a Lookup saying why not otherwise."""
-    from xtat.apply.launch import sqlite_file
-    from xtat.store.reader import SqliteReader
-
-    file = sqlite_file(db)  # None: a server
-    if file is not None and not file.exists():
-        return Lookup(Found.NO_DATABASE)
-    store: LookupReads | None = SqliteReader.open(file) if file is not None else None
-    if store is None:
-        from xtat.store import open_store
-
-        try:
-            store = open_store(db, read_only=True)
-        except StoreError as exc:
-            return Lookup(Found.UNREADABLE, str(exc))
-    return store
-
-
-def _of_record(store: LookupReads, record: WorkloadRecord) -> Lookup:
-    result = store.latest_result(record.id)
-    if result is None or not result.adopted:
-        return Lookup(Found.NOT_ADOPTED)
-    try:
-        candidate = vetted(store, record, result)
-    except Unvetted as refusal:
-        return Lookup(Found.REJECTED, str(refusal), result.id)
-    return Lookup(Found.ADOPTED, "", result.id, candidate)
 
 
 AUTOTUNE_OPTION = AUTOTUNE_FLAG.removeprefix("--")

@@ -18,11 +18,6 @@ def _adapter(kind: Any) -> TypeAdapter:
     return _ADAPTERS[kind]
 
 
-def prepare(kind: Any) -> None:
-    """Build `kind`'s validator ahead of its first `load` (a process that must answer fast later)."""
-    _adapter(kind)
-
-
 def dump(record: Any, kind: Any = None) -> Any:
     """`record` (of `kind`, by default its own type) as JSON-ready data: tuples as lists, enums as
     their values."""
