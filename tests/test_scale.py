@@ -85,8 +85,13 @@ def test_two_tuners_on_one_postgres_study_measure_every_config_once_and_decide_o
         assert tuner.returncode == 0, stderr[-3000:]
         outputs.append(json.loads(stdout.strip().splitlines()[-1]))
     events = _timings(log)
-    measured = Counter(e["id"] for e in events if e["event"] == "start")
-    assert measured and set(measured.values()) == {1}, measured  # each config timed once between them
+    starts = [e for e in events if e["event"] == "start"]
+    measured = Counter(e["id"] for e in starts)
+    timed_by = {config: {e["pid"] for e in starts if e["id"] == config} for config in measured}
+    # Each config is timed by one of them, never by both; the tuner that decides may time a
+    # shortlisted config once more (`tuning.measure.retime`), so a config is timed at most twice.
+    assert measured and all(len(pids) == 1 for pids in timed_by.values()), timed_by
+    assert max(measured.values()) <= 2, measured
     assert {e["pid"] for e in events} <= {t.pid for t in tuners}  # (which of them timed what is a race)
     assert_never_two_timings_at_once(events)
     trials = assert_study_whole(url)
