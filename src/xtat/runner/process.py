@@ -291,8 +291,8 @@ class ProcessRunner:
     def setup_factor(self, setup: ProcessSetup, timing: TimingPolicy) -> float:
         """How much faster the default runs in a process entering `setup` than in a default process:
         the geometric mean over `timing.setup_pairs` or more pairs of processes (`setup_ratios`) of
-        each pair's median ratio
-        (the two processes' default builds timed in alternating pairs), measured once per run.
+        each pair's median ratio (the two processes' default builds timed in alternating pairs),
+        measured once per run.
 
         The first pair is the run's own two workers; the others are started for this and closed.
         One pair is not enough: two processes holding the same executable differ by up to ~20%
