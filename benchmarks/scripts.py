@@ -4,7 +4,8 @@ script timed plain and under `xtat run`, alternating, in fresh processes.
     .venv/bin/python benchmarks/scripts.py [--effort quick] [--rounds 6] [--only NAME,...] [--json OUT]
 
 Per script (`examples/scripts/`): `xtat profile` (the programs found and their shares), `xtat tune
---profile` at `--effort` into a new store, then `xtat run --compare --rounds` (the end-to-end
+--profile` at `--effort` into a new store (its last step keeps the programs' configs only where the
+whole script under `xtat run` is faster than plain beyond noise), then `xtat run --compare --rounds` (the end-to-end
 speedup, the median of the rounds' ratios with its 95% interval, beside the speedup the shares
 and the confirmed gains predict). Last: the geometric mean of the end-to-end speedups. Run it on
 an otherwise idle machine.
@@ -54,6 +55,17 @@ def one(name: str, folder: Path, effort: str, rounds: int) -> dict:
     return row
 
 
+def _whole_script(row: dict) -> str:
+    """What `tune --profile`'s whole-script timing decided (`profile.whole_script`)."""
+    decided = [line for line in row.get("tuned", []) if "script" in line]
+    if not decided or not decided[-1]["ways"]:
+        return "whole script not timed at tune"
+    ways = ", ".join(f"{w['label']} {w['speedup'][0]:.3f}x [{w['speedup'][1]:.3f}, {w['speedup'][2]:.3f}]"
+                     for w in decided[-1]["ways"])
+    kept = decided[-1]["kept"]
+    return f"at tune {ways}: " + (f"kept {kept}" if kept else f"withdrawn {', '.join(decided[-1]['withdrawn'])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--effort", default="quick")
@@ -71,8 +83,8 @@ def main() -> None:
             adopted = ", ".join(f"{a['name']} {a['speedup']:.3f}x" for a in row["adopted"]) or "nothing adopted"
             s = row["speedup"]
             predicted = "-" if row["predicted"] is None else f"{row['predicted']:.3f}x"
-            print(f"{name}: programs {programs}; {adopted}; end to end {s[0]:.3f}x [{s[1]:.3f}, {s[2]:.3f}], "
-                  f"predicted {predicted}", flush=True)
+            print(f"{name}: programs {programs}; {adopted}; {_whole_script(row)}; end to end {s[0]:.3f}x "
+                  f"[{s[1]:.3f}, {s[2]:.3f}], predicted {predicted}", flush=True)
             if options.json:
                 options.json.write_text(json.dumps(rows, indent=1) + "\n")
     geomean = math.exp(sum(math.log(r["speedup"][0]) for r in rows) / len(rows))

@@ -108,19 +108,24 @@ def test_a_hot_program_with_a_host_callback_is_recorded_and_said_not_tunable(db)
 
 # A stand-in for a script whose whole run is faster on one CPU (a test double of the machine's
 # behaviour: it reads its own affinity): the runtime decision is timed as the whole command.
-ONE_CPU_FASTER = "import os, time; time.sleep(0.05 if len(os.sched_getaffinity(0)) == 1 else 0.4)"
+ONE_CPU_FASTER = "import os, time; time.sleep(0.05 if len(os.sched_getaffinity(0)) == 1 else 1.0)"
 ONE_CPU_SLOWER = "import os, time; time.sleep(0.4 if len(os.sched_getaffinity(0)) == 1 else 0.05)"
+# Stand-ins for a script whose programs' configs pay off under `xtat run`, or do not: they read
+# whether `xtat run` started them.
+FASTER_UNDER_RUN = "import os, time; time.sleep(0.05 if os.environ.get('XTAT_RUN_DB') else 0.8)"
+NO_FASTER_UNDER_RUN = "import time; time.sleep(0.05)"
 
 
 def test_the_runtime_decision_is_chosen_by_the_whole_scripts_time_and_applied_by_xtat_run(db, tmp_path):
-    from xtat.profile.runtime import choose
+    from xtat.profile.whole_script import choose
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two CPUs to tell one from all")
     command = [sys.executable, "-c", ONE_CPU_FASTER]
-    choice = choose("stand-in", command, str(tmp_path), db, rounds=6)
+    choice = choose("stand-in", command, str(tmp_path), db, 6, [])
     assert choice.adopted == {"cpus": 1}, choice.describe()
-    assert {json.dumps(t.config) for t in choice.trials} >= {'{"cpus": 1}', '{"host_devices": 2}'}
+    assert {json.dumps(w.runtime) for w in choice.ways} >= {'{"cpus": 1}', '{"host_devices": 2}'}
+    assert all(w.runtime for w in choice.ways), "with no program config in force, xtat run alone is not a way"
     read_back = subprocess.run([*XTAT, "run", "--db", str(db), "--", sys.executable, "-c",
                                 "import os; print(len(os.sched_getaffinity(0)))"], capture_output=True, text=True,
                                timeout=300)
@@ -128,12 +133,56 @@ def test_the_runtime_decision_is_chosen_by_the_whole_scripts_time_and_applied_by
     assert "stand-in (whole script)" in read_back.stderr
 
     # Chosen again where one CPU makes the script slower: it is not adopted, and the earlier choice is withdrawn.
-    slower = choose("stand-in", [sys.executable, "-c", ONE_CPU_SLOWER], str(tmp_path), db, rounds=6)
+    slower = choose("stand-in", [sys.executable, "-c", ONE_CPU_SLOWER], str(tmp_path), db, 6, [])
     assert "cpus" not in slower.adopted, slower.describe()
     again = subprocess.run([*XTAT, "run", "--db", str(db), "--", sys.executable, "-c",
                             "import os; print(len(os.sched_getaffinity(0)))"], capture_output=True, text=True,
                            timeout=300)
     assert again.stdout.strip() == str(len(os.sched_getaffinity(0))), again.stderr
+
+
+def _adopted_program(db, fingerprint: str) -> None:
+    """A program's adopted compile option, as `xtat tune --profile` would leave it (synthetic record)."""
+    from xtat.store.records import ResultDetail
+
+    store = Store.open(db)
+    try:
+        workload = store.upsert_workload(fingerprint, f"program-{fingerprint}", f"step-{fingerprint}",
+                                         {"platform": "cpu"}, {})
+        run = store.begin_run(workload, {})
+        store.add_result(workload, run, True, {"codegen": {"xla_cpu_use_thunk_runtime": False}}, 0.01, 0.008,
+                         (1.25, 1.1, 1.4), ResultDetail())
+        store.finish_run(run)
+    finally:
+        store.close()
+
+
+def test_a_scripts_program_configs_are_kept_only_where_the_whole_script_is_faster_under_xtat_run(db, tmp_path):
+    from xtat.apply.launch import stored_keys
+    from xtat.profile.whole_script import choose
+
+    _adopted_program(db, "fp-pays")
+    kept = choose("pays", [sys.executable, "-c", FASTER_UNDER_RUN], str(tmp_path), db, 6, ["fp-pays"], runtime=False)
+    assert kept.kept is not None and kept.kept.label == "xtat run" and not kept.withdrawn, kept.describe()
+    assert kept.programs == ["step-fp-pays"] and kept.kept.speedup[1] > 1.0
+    assert {"fp-pays", "program-fp-pays"} <= stored_keys(Path(db))
+
+    _adopted_program(db, "fp-costs")
+    dropped = choose("costs", [sys.executable, "-c", NO_FASTER_UNDER_RUN], str(tmp_path), db, 6,
+                     ["fp-costs", "fp-unknown"], runtime=False)
+    assert dropped.kept is None and dropped.withdrawn == ["step-fp-costs"], dropped.describe()
+    assert "withdrawn" in dropped.describe()
+    # Withdrawn: nothing in force for it, so `xtat run` does not even look it up; the other stays.
+    keys = stored_keys(Path(db))
+    assert "fp-costs" not in keys and "program-fp-costs" not in keys and "fp-pays" in keys
+    store = Store.open(db, read_only=True)
+    try:
+        record = store.workload("fp-costs")
+        latest = store.latest_result(record.id)
+        assert not latest.adopted and "not faster beyond noise" in latest.detail.note
+        assert sum(r.adopted for r in store.results(record.id)) == 1, "the adopted result is kept, not changed"
+    finally:
+        store.close()
 
 
 def test_the_signatures_of_one_function_are_hot_together_and_seeded_in_their_ranges(db):

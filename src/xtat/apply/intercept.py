@@ -72,10 +72,11 @@ class Interceptor:
         self._keys: set[str] | None = None  # the store's fingerprints and program keys, read once
 
     def _stored_keys(self) -> set[str]:
-        """Every fingerprint and program key the store holds: a program with neither is looked up
-        no further (one read of the store per process, not one per compile; an SQLite store is read
-        with the standard library, so a process none of whose programs has a record never imports
-        SQLAlchemy: `xtat run` with an empty store costs a script next to nothing)."""
+        """The fingerprint and program key of every workload with an adopted config in force: a
+        program with neither is looked up no further (one read of the store per process, not one per
+        compile; an SQLite store is read with the standard library, so a process none of whose
+        programs has a config in force never imports SQLAlchemy: `xtat run` with an empty store, or
+        one whose configs were all withdrawn, costs a script next to nothing)."""
         if self._keys is None:
             from xtat.apply.launch import sqlite_file, stored_keys
 
@@ -92,8 +93,10 @@ class Interceptor:
         try:
             store = open_store(self._db, read_only=True)
             try:
-                return set() if store.is_new() else {key for w in store.workloads()
-                                                      for key in (w.fingerprint, w.program)}
+                if store.is_new():
+                    return set()
+                return {key for w in store.workloads() if (result := store.latest_result(w.id)) and result.adopted
+                        for key in (w.fingerprint, w.program)}
             finally:
                 store.close()
         except Exception as exc:  # an unreadable store: nothing applied, said once

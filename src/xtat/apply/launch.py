@@ -161,20 +161,30 @@ def sqlite_file(db: str | Path | None) -> Path | None:
 
 
 def stored_keys(file: Path) -> set[str] | None:
-    """Every workload fingerprint and program key of an SQLite store (empty: no file, or nothing
-    tuned), read with the standard library: most programs a script compiles have no record, and
-    this answers for them without SQLAlchemy. None when the file cannot be read this simply."""
+    """The fingerprint and program key of every workload of an SQLite store whose decision in force
+    (`store.rows.in_force`: the newest result made here, else the newest imported) adopts a config
+    (empty: no file, or nothing adopted), read with the standard library: most programs a script
+    compiles have no record, and a withdrawn or rejected config has nothing to apply, so this answers
+    for them without SQLAlchemy. None when the file cannot be read this simply."""
     if not file.exists():
         return set()
     try:
         with sqlite3.connect(f"file:{file}?mode=ro", uri=True) as conn:
             tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if "workloads" not in tables:
+            if not {"workloads", "results"} <= tables:
                 return set()
-            rows = conn.execute("SELECT fingerprint, program FROM workloads").fetchall()
-        return {str(key) for row in rows for key in row}
+            rows = conn.execute(
+                "SELECT w.fingerprint, w.program, r.adopted, COALESCE(json_extract(r.detail, '$.imported'), 0), "
+                "r.created_at, r.id FROM workloads w JOIN results r ON r.workload_id = w.id").fetchall()
     except sqlite3.Error:
         return None
+    newest: dict[tuple[str, str], tuple[tuple[bool, float, int], bool]] = {}
+    for fingerprint, program, adopted, imported, created_at, result_id in rows:
+        order = (not imported, float(created_at), int(result_id))  # in_force's order
+        key = (str(fingerprint), str(program))
+        if key not in newest or order > newest[key][0]:
+            newest[key] = (order, bool(adopted))
+    return {name for key, (_, adopted) in newest.items() if adopted for name in key}
 
 
 def _holds_runtime_decisions(file: Path) -> bool:

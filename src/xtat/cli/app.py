@@ -129,8 +129,8 @@ def tune(
         _fail(str(exc))
     for members, settings in plans:
         _tune_function(members, settings, settings_for(0.0, time_s=None), db, as_json)
-    if profile is not None and "runtime" in names(stages):
-        _choose_runtime(db, profile, as_json)
+    if profile is not None:
+        _choose_for_script(db, profile, "runtime" in names(stages), as_json)
 
 
 def _tune_function(members: list[tuple[float, Workload]], settings: TuneSettings, checks: TuneSettings,
@@ -160,24 +160,27 @@ def _tune_function(members: list[tuple[float, Workload]], settings: TuneSettings
                   "weighted by their shares of the script's time")
 
 
-SCRIPT_ROUNDS = 6  # whole-script runs per runtime setup, each against one without: an exact 95% interval needs 6
+SCRIPT_ROUNDS = 6  # whole-script runs each way: an exact 95% interval of the median ratio needs 6
 
 
-def _choose_runtime(db: str | None, name: str, as_json: bool) -> None:
+def _choose_for_script(db: str | None, name: str, runtime: bool, as_json: bool) -> None:
+    """Keep the programs' configs, and a runtime decision, only where the whole script under
+    `xtat run` is faster than plain beyond noise (`profile.whole_script`)."""
     from xtat.core.candidate import available_cpus
-    from xtat.profile.runtime import choose
     from xtat.profile.session import latest
+    from xtat.profile.whole_script import choose
 
-    if len(available_cpus()) < 2:
-        return
     found = latest(db, name)
-    console.print(f"choosing the runtime decision by the whole script's time: {SCRIPT_ROUNDS} rounds per setup of "
-                  f"{' '.join(found.command)}{'' if found.cwd == os.getcwd() else f' (in {found.cwd})'}, plain and "
-                  "under it")
+    runtime = runtime and len(available_cpus()) >= 2
+    console.print(f"timing the whole script plain and under xtat run{' with each runtime setup' if runtime else ''}, "
+                  f"{SCRIPT_ROUNDS} alternating rounds: {' '.join(found.command)}"
+                  f"{'' if found.cwd == os.getcwd() else f' (in {found.cwd})'}")
     with user_errors():
-        choice = choose(name, found.command, found.cwd, db, SCRIPT_ROUNDS)
-    if as_json:  # stdout holds only the JSON lines
+        tuned = [program.fingerprint for function in found.functions for program in function.kept]
+        choice = choose(name, found.command, found.cwd, db, SCRIPT_ROUNDS, tuned, runtime)
+    if as_json:  # stdout holds only JSON lines
         console.print(f"note: {choice.describe()}")
+        emit(json.dumps({"script": name, **choice.to_json()}) + "\n")  # one compact line, like each program's
     else:
         out.print(choice.describe())
 

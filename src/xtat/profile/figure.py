@@ -10,15 +10,16 @@ together predict `1 / (1 - sum f (1 - 1/s))`; programs with nothing adopted coun
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from xtat.apply.lookup import Found, lookup
 from xtat.capture.workload import Identity
+from xtat.core.candidate import ProcessSetup
 from xtat.core.errors import UserError
-from xtat.profile.session import XTAT_COMMAND, Profile, timed_run
+from xtat.profile.session import XTAT_COMMAND, Profile
+from xtat.profile.whole_script import wall
 from xtat.runner.timing import interleave, speedup_ci
 from xtat.store.records import ProfiledProgram
 
@@ -51,18 +52,14 @@ def compare(command: list[str], db: str | Path | None, rounds: int, profile: Pro
     tuned = [sys.executable, "-c", XTAT_COMMAND, "run", *([] if db is None else ["--db", str(db)]), "--",
              *command]
     # Whole runs, alternating in a new random order each round; no warm-up round: each is a fresh process.
-    walls = interleave({"plain": lambda: _wall(command, "plain"), "tuned": lambda: _wall(tuned, "under xtat run")},
+    walls = interleave({"plain": lambda: wall(command, ProcessSetup(), None, "plain"),
+                        "tuned": lambda: wall(tuned, ProcessSetup(), None, "under xtat run")},
                        rounds, warmup=0, seed=seed)
     plain_s, tuned_s = walls["plain"], walls["tuned"]
     gains = [] if profile is None else [_gain(p, db) for p in profile.programs]
     saved = sum(g.share * (1 - 1 / g.speedup) for g in gains)
     predicted = None if profile is None else 1 / (1 - saved) if saved < 1 else float("inf")
     return ScriptFigure(rounds, plain_s, tuned_s, speedup_ci(plain_s, tuned_s, seed=seed), predicted, gains)
-
-
-def _wall(argv: list[str], label: str) -> float:
-    env = {k: v for k, v in os.environ.items() if k not in ("XTAT_RUN_DB", "XTAT_PROFILE_DIR")}
-    return timed_run(argv, env, label)
 
 
 def _gain(program: ProfiledProgram, db: str | Path | None) -> ProgramGain:
