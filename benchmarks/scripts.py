@@ -62,8 +62,9 @@ def _whole_script(row: dict) -> str:
         return "whole script not timed at tune"
     ways = ", ".join(f"{w['label']} {w['speedup'][0]:.3f}x [{w['speedup'][1]:.3f}, {w['speedup'][2]:.3f}]"
                      for w in decided[-1]["ways"])
-    kept = decided[-1]["kept"]
-    return f"at tune {ways}: " + (f"kept {kept}" if kept else f"withdrawn {', '.join(decided[-1]['withdrawn'])}")
+    kept, withdrawn = decided[-1]["kept"], decided[-1]["withdrawn"]
+    return f"at tune {ways}: " + (f"kept {kept}" if kept else f"withdrawn {', '.join(withdrawn)}" if withdrawn
+                                  else "none kept")
 
 
 def main() -> None:

@@ -451,7 +451,7 @@ def test_a_setup_factor_whose_pairs_disagree_takes_more_pairs_up_to_twice_as_man
 def test_pairs_of_processes_that_disagree_are_added_to_the_factor_and_to_the_placements(tmp_path, monkeypatch):
     """Real workers; each pair's ratio scripted: pairs that disagree take the factor to twice
     `setup_pairs` pairs of processes (each started and closed), and side by side the setup's rounds
-    are spread over as many placements."""
+    are spread over as many placements (asked of a test double: each is a fresh pair of workers)."""
     from xtat.capture.workload import capture
     from xtat.core.candidate import ProcessSetup
     from xtat.runner.process import ProcessRunner
@@ -469,12 +469,25 @@ def test_pairs_of_processes_that_disagree_are_added_to_the_factor_and_to_the_pla
         assert runner.setup_ratios(pinned.process, timing) == (1.0, 1.6, 1.0, 1.6)
         assert len(list(tmp_path.glob("setup-pair-*.log"))) == 3 * 2  # three fresh pairs beside the run's own
         assert len(runner.pids()) == 2  # and closed
-        before = len(list(tmp_path.glob("worker-*.log")))
+        placed: list[list[str]] = []  # the placements side by side asks for (test double: no workers started)
+        monkeypatch.setattr(runner, "place", lambda builds, timing: placed.append([id for id, _ in builds])
+                            or OneSampleEach(builds))
         samples = runner.interleave([("default", Candidate()), ("a", pinned)], 6, timing)
-        assert len(list(tmp_path.glob("worker-*.log"))) - before == 4 * 2
+        assert placed == [["default", "a"]] * 4
         assert len(samples["default"]) == len(samples["a"]) == 4 * 2  # 6 rounds over 4 placements: 2 each
     finally:
         runner.close()
+
+
+class OneSampleEach:
+    """Test double of a placement (`runner.process.ProcessPlacement`): every build placed, one
+    sample of 1 s each per round."""
+
+    def __init__(self, builds) -> None:
+        self.placed = [(id, None) for id, _ in builds]
+
+    def sample_round(self, shuffle) -> dict[str, float]:
+        return {id: 1.0 for id, _ in self.placed}
 
 
 class LoggingWorker:

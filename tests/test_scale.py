@@ -252,8 +252,8 @@ def test_a_run_on_a_ray_cluster_of_separate_nodes_survives_a_node_killed_mid_run
     """`xtat tune --executor ray:ADDRESS` on the cluster `ray_nodes` starts: two workers, spread over the
     two worker nodes. While the one-CPU node's worker times a candidate, its raylet is SIGKILLed. The
     trial records the loss, a replacement worker starts on the two-CPU node's free CPU and measures it,
-    the run finishes with every config recorded once, and it adopts what the same run on one machine
-    adopts (`CLUSTER_FAULT`)."""
+    the run finishes with every config recorded once, and it adopts the one config the fault leaves
+    fast (`CLUSTER_FAULT`), the answer on any machine."""
     url = postgres_database()
     env = {**os.environ, "XTAT_FAULT": CLUSTER_FAULT, "HOME": ray_nodes.home}
     args = ["tune", tiny_target("tiny_chunked_mlp"), "--stages", "program", "--budget", "6", "--json",
@@ -310,13 +310,11 @@ def test_a_run_on_a_ray_cluster_of_separate_nodes_survives_a_node_killed_mid_run
     for node in {e["node"] for e in events}:  # never two timings at once on one node
         assert_never_two_timings_at_once([e for e in events if e["node"] == node])
 
-    on_one_machine = subprocess.run([*XTAT, *args, "--db", str(tmp_path / "local.db")], env=env,
-                                    capture_output=True, text=True, timeout=400)
-    assert on_one_machine.returncode == 0, on_one_machine.stderr[-3000:]
-    assert [len(run.stdout.splitlines()) for run in (on_cluster, on_one_machine)] == [1, 1], on_cluster.stdout[-2000:]
-    decided = [json.loads(run.stdout) for run in (on_cluster, on_one_machine)]
-    assert [(d["adopted"], d["best_config"]) for d in decided] == [(True, CLUSTER_WINNER)] * 2, \
-        [(d["message"], d["trials"], d["finalists"]) for d in decided]
+    # The fault makes one config the answer on any machine (`CLUSTER_FAULT`): the cluster adopts it.
+    assert len(on_cluster.stdout.splitlines()) == 1, on_cluster.stdout[-2000:]
+    decided = json.loads(on_cluster.stdout)
+    assert (decided["adopted"], decided["best_config"]) == (True, CLUSTER_WINNER), \
+        (decided["message"], decided["trials"], decided["finalists"])
 
 
 @pytest.mark.parametrize("settings, message", [
