@@ -43,7 +43,13 @@ def test_the_gallery_has_every_style_the_readme_lists():
                             "sharded_mlp"}
 
 
-@pytest.mark.parametrize("name", GALLERY)
+# The heaviest builds (10-30 s each on 2 cores) run with `pytest -m slow`; the default run keeps the
+# others, and `tests/test_profile.py` traces Haiku's and Flax's ways of reaching jax.jit.
+SLOW_EXAMPLES = {"haiku_transformer", "numpyro_nuts", "flax_linen_train_state", "blackjax_sampler"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_EXAMPLES else name
+                                  for name in GALLERY])
 def test_an_example_is_tuned_and_deployed_through_xtat_jit(db, name):
     example = _module(name)
     workload = load_target(f"{EXAMPLES / name}.py:make")

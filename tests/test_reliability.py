@@ -385,6 +385,8 @@ def test_tuner_killed_then_resumed_keeps_finished_rows_reruns_the_in_flight_one_
 SHARED_WINNER = VICTIM  # in both tuners' sweeps
 
 
+@pytest.mark.slow  # ~40 s; the default run has two tuners on one study (test_scale.py) and a reader meeting
+# a store mid-creation (below)
 def test_two_tuners_and_a_jit_reader_share_one_database(db):
     workers = _workers()
     # Two tuners load the machine for each other: adoption under load is what this test wants.

@@ -24,6 +24,13 @@ def _trials(db):
     return store.trials(store.workloads()[0].id)
 
 
+def test_the_registered_stages_are_in_the_order_the_command_line_offers():
+    from xtat.stages.order import STAGE_ORDER
+    from xtat.stages.registry import STAGES
+
+    assert tuple(stage.name for stage in STAGES) == STAGE_ORDER
+
+
 def test_configs_become_candidates_stage_by_stage():
     config = {"runtime": {"cpus": 1}, "passes": {"cse": True, CSE_BARRIER_EXPANDER: True},
               "codegen": {"xla_cpu_prefer_vector_width": 128}, "program": {"knob:block": 4}}
@@ -68,6 +75,8 @@ def test_conditional_decisions_are_dropped_when_inactive_and_probed_as_no_ops():
     assert staged.inactive == [child]
 
 
+@pytest.mark.slow  # ~30 s; the default run times a pinned worker in test_loop.py and confirms a runtime
+# setup in test_confirmation.py
 def test_runtime_stage_pins_the_worker_and_passes_are_discovered(db):
     # What is checked is the search's discovery and pinning: one finalist, a setup factor from the
     # run's own pair of workers (`setup_pairs` is tested in test_loop and test_confirmation).

@@ -20,7 +20,7 @@ from xtat.cli.common import fail as _fail
 from xtat.core.errors import UserError
 from xtat.core.status import TrialStatus
 from xtat.search import STRATEGIES
-from xtat.stages.registry import STAGE_ORDER
+from xtat.stages.order import STAGE_ORDER
 
 if TYPE_CHECKING:
     from xtat.capture.workload import Workload

@@ -23,7 +23,7 @@ from rich.table import Table
 from xtat.cli.common import console, emit, names, out, results_only_on_stdout, user_errors
 from xtat.cli.common import fail as _fail
 from xtat.core.errors import UserError
-from xtat.stages.registry import STAGE_ORDER
+from xtat.stages.order import STAGE_ORDER
 
 # Measurement effort and deadlines, passed on to every run; hidden because the defaults are right
 # outside of tests (which need them short).

@@ -24,7 +24,7 @@ from xtat.capture.targets import load_target
 from xtat.capture.workload import Workload
 from xtat.compare.analysis import BASELINE, REFERENCE, RunRecord, convergence, incumbents
 from xtat.core.errors import UserError
-from xtat.stages.registry import STAGE_ORDER
+from xtat.stages.order import STAGE_ORDER
 from xtat.tuner import TrialEvent, TuneResult, TuneSettings, tune
 
 RECORD_FORMAT = "xtat-compare-run/1"

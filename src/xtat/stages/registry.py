@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from xtat.stages.base import Stage
 from xtat.stages.codegen import CodegenStage
+from xtat.stages.order import STAGE_ORDER
 from xtat.stages.passes import PassesStage
 from xtat.stages.program.stage import ProgramStage
 from xtat.stages.runtime import RuntimeStage
@@ -23,7 +24,7 @@ STAGES: tuple[type[Stage], ...] = (
     CodegenStage,
     TilesStage,
 )
-STAGE_ORDER: tuple[str, ...] = tuple(stage.name for stage in STAGES)
+__all__ = ["STAGES", "STAGE_ORDER", "make_stages"]  # STAGE_ORDER: the names, in `stages.order`
 
 
 def make_stages() -> list[Stage]:

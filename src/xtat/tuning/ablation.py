@@ -17,7 +17,8 @@ from typing import Any
 from xtat.capture.workload import Workload, capture
 from xtat.core.errors import UserError
 from xtat.core.space import Config
-from xtat.stages.registry import STAGE_ORDER, make_stages
+from xtat.stages.order import STAGE_ORDER
+from xtat.stages.registry import make_stages
 from xtat.store import open_store
 from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings

@@ -12,7 +12,7 @@ from xtat.model.objectives import OBJECTIVES, Objective
 from xtat.runner.base import Executor, ExecutorKind
 from xtat.runner.timing import TimingPolicy
 from xtat.runner.verify import Tolerance
-from xtat.stages.registry import STAGE_ORDER
+from xtat.stages.order import STAGE_ORDER
 
 
 class Formulation(StrEnum):
