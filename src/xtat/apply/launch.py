@@ -160,42 +160,51 @@ def sqlite_file(db: str | Path | None) -> Path | None:
         return None
 
 
-def stored_keys(file: Path) -> set[str] | None:
-    """The fingerprint and program key of every workload of an SQLite store whose decision in force
-    (`store.rows.in_force`: the newest result made here, else the newest imported) adopts a config
-    (empty: no file, or nothing adopted), read with the standard library: most programs a script
-    compiles have no record, and a withdrawn or rejected config has nothing to apply, so this answers
-    for them without SQLAlchemy. None when the file cannot be read this simply."""
+def _adopted_in_force(file: Path) -> list[tuple[str, str, str]] | None:
+    """(fingerprint, program key, config JSON) of each workload of an SQLite store whose decision in
+    force (`store.rows.in_force`: the newest result made here, else the newest imported) adopts a
+    config, read with the standard library. [] with no file or no results table; None when the file
+    cannot be read this simply."""
     if not file.exists():
-        return set()
+        return []
     try:
         with sqlite3.connect(f"file:{file}?mode=ro", uri=True) as conn:
             tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if not {"workloads", "results"} <= tables:
-                return set()
+                return []
             rows = conn.execute(
-                "SELECT w.fingerprint, w.program, r.adopted, COALESCE(json_extract(r.detail, '$.imported'), 0), "
-                "r.created_at, r.id FROM workloads w JOIN results r ON r.workload_id = w.id").fetchall()
+                "SELECT w.fingerprint, w.program, r.adopted, r.config, "
+                "COALESCE(json_extract(r.detail, '$.imported'), 0), r.created_at, r.id "
+                "FROM workloads w JOIN results r ON r.workload_id = w.id").fetchall()
     except sqlite3.Error:
         return None
-    newest: dict[tuple[str, str], tuple[tuple[bool, float, int], bool]] = {}
-    for fingerprint, program, adopted, imported, created_at, result_id in rows:
+    newest: dict[tuple[str, str], tuple[tuple[bool, float, int], bool, str]] = {}
+    for fingerprint, program, adopted, config, imported, created_at, result_id in rows:
         order = (not imported, float(created_at), int(result_id))  # in_force's order
         key = (str(fingerprint), str(program))
         if key not in newest or order > newest[key][0]:
-            newest[key] = (order, bool(adopted))
-    return {name for key, (_, adopted) in newest.items() if adopted for name in key}
+            newest[key] = (order, bool(adopted), str(config))
+    return [(*key, config) for key, (_, adopted, config) in newest.items() if adopted]
+
+
+def stored_keys(file: Path) -> set[str] | None:
+    """The fingerprint and program key of every workload of an SQLite store with an adopted config
+    in force (empty: no file, or nothing adopted): most programs a script compiles have no record,
+    and a withdrawn config has nothing to apply, so this answers for them without SQLAlchemy. None
+    when the file cannot be read this simply."""
+    adopted = _adopted_in_force(file)
+    return None if adopted is None else {key for fingerprint, program, _ in adopted for key in (fingerprint, program)}
 
 
 def _holds_runtime_decisions(file: Path) -> bool:
-    """Whether any workload's latest result adopts a runtime decision (or the file cannot be read
-    this simply: then the full command reads it)."""
+    """Whether any workload's adopted config in force holds a runtime decision (or the file cannot
+    be read this simply: then the full command reads it)."""
+    adopted = _adopted_in_force(file)
+    if adopted is None:
+        return True
     try:
-        with sqlite3.connect(f"file:{file}?mode=ro", uri=True) as conn:
-            rows = conn.execute("SELECT r.config FROM results r WHERE r.adopted AND r.id = "
-                                "(SELECT MAX(id) FROM results WHERE workload_id = r.workload_id)").fetchall()
-        return any((json.loads(config) or {}).get("runtime") for (config,) in rows)
-    except (sqlite3.Error, ValueError, AttributeError):
+        return any((json.loads(config) or {}).get("runtime") for _, _, config in adopted)
+    except (ValueError, AttributeError):
         return True
 
 
