@@ -251,6 +251,7 @@ def test_config_wrong_a_third_of_the_time_is_demoted_by_repeated_verification(db
     assert_nothing_lost(db)
 
 
+@pytest.mark.slow  # ~21 s; the default run rejects wrong results in this file's NaN-policy and demotion tests
 def test_the_fastest_config_computing_subtly_wrong_numbers_is_rejected_and_the_winner_reverified(db, monkeypatch):
     # TEST-ONLY: the default is slowed, so every candidate is faster; the victim's outputs are 1% off.
     monkeypatch.setenv("XTAT_FAULT", f"default:run:slow;{config_id(VICTIM)}:run:wrong")

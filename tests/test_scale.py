@@ -118,6 +118,7 @@ def test_an_empty_or_unreachable_study_is_a_clear_error(postgres_database):
     assert wrong.returncode == 2 and "password authentication failed" in wrong.stderr and "wrong" not in wrong.stderr
 
 
+@pytest.mark.slow  # ~15 s; the default run loses a worker mid-run on the Ray cluster test below
 def test_a_tuner_killed_mid_measurement_loses_nothing_and_its_config_is_measured_by_the_other(
         postgres_database, tmp_path):
     url, log = postgres_database(), tmp_path / "timings.jsonl"

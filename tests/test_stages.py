@@ -127,6 +127,7 @@ def test_staged_formulations_freeze_earlier_stages(db, formulation):
     assert {"codegen"} <= {stage for t in trials for stage in t.config}  # the later stage was reached
 
 
+@pytest.mark.slow  # ~15 s; the default run explains an adopted config in test_cli.py's contract test
 def test_explain_reports_each_stage_share(db, monkeypatch):
     monkeypatch.setenv("XTAT_FAULT", "default:run:slow")  # TEST-ONLY: every candidate beats the default
     config = {"codegen": {"xla_cpu_prefer_vector_width": 128}, "runtime": {"cpus": 1}}
