@@ -317,14 +317,6 @@ def _tune_to_the_end(db) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory) -> dict:
-    """The result of the same tuning run, never interrupted."""
-    result = _tune_to_the_end(tmp_path_factory.mktemp("uninterrupted") / "xtat.db")
-    assert result["adopted"] and result["best_config"] == WINNER, result["message"]
-    return result
-
-
 def _reached(db, in_flight: str | None) -> bool:
     try:
         rows = _rows(db)
@@ -347,7 +339,7 @@ def _reached(db, in_flight: str | None) -> bool:
         ("timing", signal.SIGKILL), ("timing", signal.SIGINT), ("finalisation", signal.SIGKILL)]),
 ], ids=lambda value: value.name if isinstance(value, signal.Signals) else value)
 def test_tuner_killed_then_resumed_keeps_finished_rows_reruns_the_in_flight_one_and_finds_the_same_best(
-        db, uninterrupted, point, sig):
+        db, point, sig):
     workers = _workers()
     fault, in_flight = KILL_POINTS[point]
     # As started from a terminal: a test run launched in the background inherits SIGINT ignored,
@@ -379,7 +371,8 @@ def test_tuner_killed_then_resumed_keeps_finished_rows_reruns_the_in_flight_one_
     assert len(rows) == KILL_BUDGET
     if in_flight is not None:  # measured again, under its old row
         assert rows[in_flight][1] == "ok"
-    assert resumed["adopted"] and resumed["best_config"] == uninterrupted["best_config"], resumed["message"]
+    # The best an uninterrupted run finds: CLEAR_WINNER makes it WINNER by a margin no noise closes.
+    assert resumed["adopted"] and resumed["best_config"] == WINNER, resumed["message"]
     assert_nothing_lost(db, before, workers)
 
 
