@@ -37,6 +37,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # sibling benchmarks (real_code, ceiling), imported where used: they load jax
 
 
 def ceiling(target: str, folder: Path, measured: Path | None = None) -> dict:
@@ -51,7 +52,6 @@ def ceiling(target: str, folder: Path, measured: Path | None = None) -> dict:
         print(done.stdout, end="", flush=True)
         if done.returncode != 0:
             return {"error": done.stderr.strip()[-300:]}
-    sys.path.insert(0, str(HERE))
     from ceiling import chosen  # benchmarks/ceiling.py
 
     data = json.loads(out.read_text())
@@ -93,7 +93,6 @@ def search_figures(db: Path, finalists: list[dict]) -> list[dict]:
 
 def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds: int, keep: Path | None,
         ceiling_from: Path | None = None) -> dict:
-    sys.path.insert(0, str(HERE))
     from real_code import delivered  # benchmarks/real_code.py
 
     row: dict = {"target": target}
