@@ -134,8 +134,7 @@ def test_a_shortlisted_config_whose_fresh_block_is_undecided_against_the_tie_mar
         return [t for t in trials(path) if t.config]
 
     settled = run(str(db), 2.0)
-    longest = max(settled, key=lambda t: len(t.samples or []))
-    assert len(longest.samples or []) > 15 + 15 and longest.config["codegen"].get(WIDTH) == 512
+    assert any(len(t.samples or []) > 15 + 15 and t.config["codegen"].get(WIDTH) == 512 for t in settled)
     # with no settle_s, the same run times each shortlisted config again for one block alone
     plain = run(str(db) + ".plain.db", 0.0)
     assert max(len(t.samples or []) for t in plain) == 15 + 15

@@ -303,8 +303,9 @@ class MemoryStore:
         self._replace(trial_id, **{**columns, "status": TrialStatus(outcome.status), "metrics": metrics,
                                    "mismatches": mismatches, "lost_nodes": lost_nodes})
 
-    def retime_trial(self, trial_id: int, timing: Timing) -> None:
-        self._replace(trial_id, **timing.columns())
+    def retime_trial(self, trial_id: int, timing: Timing, search_pairs: int) -> None:
+        metrics = next(t.metrics for t in self._trials if t.id == trial_id)
+        self._replace(trial_id, **timing.columns(), metrics={**(metrics or {}), "search_pairs": search_pairs})
 
     def demote_trial(self, trial_id: int, error: str) -> None:
         self._replace(trial_id, status=TrialStatus.WRONG_RESULT, error=error)

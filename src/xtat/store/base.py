@@ -126,8 +126,9 @@ class TuningStorage(LookupReads, Protocol):
         """Record how a claimed trial ended; its claim ends with it."""
         ...
 
-    def retime_trial(self, trial_id: int, timing: Timing) -> None:
-        """Replace a finished trial's timing (its shortlist re-timing adds a block of pairs)."""
+    def retime_trial(self, trial_id: int, timing: Timing, search_pairs: int) -> None:
+        """Replace a finished trial's timing (its shortlist re-timing adds a block of pairs), noting
+        that the first `search_pairs` of its pairs are the search's (`Trial.search_pairs`)."""
         ...
 
     def demote_trial(self, trial_id: int, error: str) -> None:

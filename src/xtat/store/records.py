@@ -53,6 +53,13 @@ class Trial:
 
         return config_key(self.config)
 
+    @property
+    def search_pairs(self) -> int | None:
+        """How many of `samples` the search timed, where a shortlist's re-timing added its block after
+        them (`Storage.retime_trial`); None: all of them. Read from the metrics column (untrusted)."""
+        count = (self.metrics or {}).get("search_pairs")
+        return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None
+
 
 def packed_metrics(metrics: dict[str, Any] | None, mismatches: tuple[dict[str, Any], ...] | list,
                    lost_nodes: tuple[str, ...] | list) -> dict[str, Any] | None:

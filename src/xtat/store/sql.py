@@ -465,9 +465,13 @@ class Store:
             conn.execute(sa.update(s.trials).where(s.trials.c.id == trial_id).values(
                 finished_at=time.time(), lease_until=None, **values))
 
-    def retime_trial(self, trial_id: int, timing: Timing) -> None:
+    def retime_trial(self, trial_id: int, timing: Timing, search_pairs: int) -> None:
         values = {name: _column_value(name, value) for name, value in timing.columns().items()}
         with self._write() as conn:
+            stored = conn.execute(sa.select(s.trials.c.metrics).where(s.trials.c.id == trial_id)).scalar()
+            metrics = json.loads(stored) if stored else {}
+            values["metrics"] = _column_value("metrics", {**(metrics if isinstance(metrics, dict) else {}),
+                                                          "search_pairs": search_pairs})
             conn.execute(sa.update(s.trials).where(s.trials.c.id == trial_id).values(**values))
 
     def demote_trial(self, trial_id: int, error: str) -> None:

@@ -143,7 +143,7 @@ def retime(run: RunContext, trial: Trial) -> tuple[Trial, Figure | None]:
     median, low, high = median_ci(samples, seed=settings.seed)
     speedup, s_low, s_high = speedup_ci(reference, samples, seed=settings.seed)
     store.retime_trial(trial.id, Timing(median, (low, high), tuple(samples), tuple(reference),
-                                        (speedup, s_low, s_high)))
+                                        (speedup, s_low, s_high)), trial.search_pairs or len(trial.samples))
     fresh = Figure(*speedup_ci(list(timed.reference), list(timed.samples), seed=settings.seed))
     return store.trial(run.workload_id, trial.config_key) or trial, fresh
 
@@ -159,7 +159,13 @@ class Figure:
 
 def search_speedup(trial: Trial, default: Trial | None) -> float | None:
     """A measured trial's speedup over the default as the search measured it: paired when it was
-    (`runner.timing.paired`), else (a store written before paired timing) the ratio of medians."""
+    (`runner.timing.paired`), else (a store written before paired timing) the ratio of medians. Of a
+    re-timed trial, its search's pairs only: a rerun of the run is told what the search was told, and
+    asks what it asked (a re-timing's block moved the figure of near-ties enough to reorder them)."""
+    pairs = trial.search_pairs
+    if pairs and trial.samples and trial.reference_samples and pairs <= min(len(trial.samples),
+                                                                             len(trial.reference_samples)):
+        return speedup_ci(list(trial.reference_samples[:pairs]), list(trial.samples[:pairs]))[0]
     if trial.speedup is not None:
         return trial.speedup
     if trial.median_s and default is not None and default.median_s:
