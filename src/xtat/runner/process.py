@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -314,15 +315,20 @@ class ProcessRunner:
                 pair = [self.pool.spare(s, f"setup-pair-{len(self._factors)}-{index}-{side}")
                         for s, side in ((ProcessSetup(), "default"), (setup, "setup"))]
                 try:
-                    for worker in pair:
-                        self._load(worker)
-                    sides = [(worker, self._built_reference(worker, timing)) for worker in pair]
+                    # The two processes load and build side by side: nothing is timed meanwhile, and
+                    # a quick run's search spent most of its 40 s starting pairs one process at a time.
+                    with ThreadPoolExecutor(len(pair), thread_name_prefix="xtat-setup-pair") as threads:
+                        sides = list(threads.map(lambda worker: self._loaded_reference(worker, timing), pair))
                     ratios.append(self._process_ratio(sides[0], sides[1], timing))
                 finally:
                     for worker in pair:
                         worker.close()
             self._factors[setup] = tuple(ratios)
         return self._factors[setup]
+
+    def _loaded_reference(self, worker: WorkerProcess, timing: TimingPolicy) -> tuple[WorkerProcess, int]:
+        self._load(worker)
+        return worker, self._built_reference(worker, timing)
 
     def _process_ratio(self, default_side: tuple[WorkerProcess, int], setup_side: tuple[WorkerProcess, int],
                        timing: TimingPolicy) -> float:
