@@ -5,6 +5,7 @@ real tiny workload."""
 from __future__ import annotations
 
 import itertools
+import json
 import sqlite3
 
 import pytest
@@ -17,6 +18,7 @@ from xtat.core.errors import UserError
 from xtat.core.space import Config, Decision, Space, config_key, is_active
 from xtat.search import STRATEGIES, make_strategy
 from xtat.search.base import SearchStrategy
+from xtat.search.sweep import breadth_first
 
 A = Decision("codegen", "a", (0, 1, 2, 3), 0)
 B = Decision("codegen", "b", (0, 1, 2, 3), 0)
@@ -224,21 +226,30 @@ def test_no_op_decisions_are_reported_and_left_out():
     assert all("b" not in config.get("codegen", {}) for config in later)  # left out of the random phase
 
 
-def test_sweep_combines_each_clear_win_as_soon_as_its_decision_is_swept():
+def test_sweep_is_breadth_first_and_combines_each_clear_win_as_soon_as_a_value_shows_it():
     strategy = _strategy("sweep")
     probes = sum(len(configs) for _, configs in strategy.probes)
-    history = _drive(strategy, 1 + probes + 6)
+    history = _drive(strategy, 1 + probes + 8)
     asked = [SPACE.canonical(config) for config, _ in history]
-    # a's three values are swept (a=2 fastest: the best so far, no extra config); right after b's
-    # last value, b=3 (15% faster than the base) joins it, before c is probed.
-    after_b = asked.index(SPACE.canonical({"codegen": {"b": 3}})) + 1
-    assert asked[after_b] == SPACE.canonical({"codegen": {"a": 2, "b": 3}})
+    single = [c for c in asked[1:] if len({(st, i) for st, ids in c.items() for i in ids} - {("passes", "p")}) == 1
+              or c == {"passes": {"p": True}}]
+    # Every global decision's first value before any one's second: a short budget covers them all;
+    # then the per-op q's (a program decision that is not a declared knob).
+    firsts = [SPACE.canonical(configs[0]) for decision, configs in strategy.probes if decision.id != "q"]
+    assert single[:len(firsts)] == firsts
+    per_op = [i for i, c in enumerate(single) if "program" in c]
+    assert per_op and min(per_op) > max(i for i, c in enumerate(single) if "program" not in c)
+    assert breadth_first(strategy.probes)[:len(firsts)] == firsts
+    # a=1 (10% faster) is the best so far; b=1 (5%) joins it at once, before c is probed.
+    after_b = asked.index(SPACE.canonical({"codegen": {"b": 1}})) + 1
+    assert asked[after_b] == SPACE.canonical({"codegen": {"a": 1, "b": 1}})
     assert asked[after_b + 1] == SPACE.canonical({"codegen": {"c": True}})
-    # d=y (3% faster) and e=2 (4%) join in turn as soon as their decisions are swept, then q=2 (with p).
-    after_e = asked.index(SPACE.canonical({"codegen": {"e": 3}})) + 1
-    assert asked[after_e] == SPACE.canonical({"codegen": {"a": 2, "b": 3, "d": "y", "e": 2}})
+    # a=2 (20%), probed in the second round, takes a=1's place in the combination right away.
+    after_a2 = asked.index(SPACE.canonical({"codegen": {"a": 2}})) + 1
+    assert asked[after_a2]["codegen"]["a"] == 2 and asked[after_a2]["codegen"]["b"] == 1
+    # So do b=3 and q=2 later: the combination ends with each decision's best value.
     combined = {"codegen": {"a": 2, "b": 3, "d": "y", "e": 2}, "passes": {"p": True}, "program": {"q": 2}}
-    assert SPACE.canonical(combined) in asked[:1 + probes + 5]
+    assert SPACE.canonical(combined) in asked
     assert min(s for _, s in history if s is not None) <= fake_builder(combined) * (1 + 1e-9)
     # c alone is 10% slower (without d=y): it is never combined.
     greedy = asked[:asked.index(SPACE.canonical(combined)) + 1]
@@ -252,7 +263,7 @@ def test_sweep_combines_changes_within_the_margin_only_after_the_sweep():
     asked = [config for config, _ in history]
     # p is 1% faster (inside the margin) and a=2 20%: a=2 is the best once a is swept, c is probed,
     # and p joins a=2 only after the sweep, as the first config after it.
-    assert [c for c in asked[:1 + probes]] == [{}, *(c for _, configs in strategy.probes for c in configs)]
+    assert [c for c in asked[:1 + probes]] == [{}, *breadth_first(strategy.probes)]
     assert asked[1 + probes] == {"codegen": {"a": 2}, "passes": {"p": True}}
 
 
@@ -394,13 +405,45 @@ def test_global_decisions_come_first_ranked_by_how_often_their_kind_won(tmp_path
 
 
 def test_the_shipped_prior_is_vetted_and_a_bad_one_is_refused_naming_it():
-    from xtat.search.order import WinCounts, shipped
+    from xtat.search.order import read_prior, shipped
 
     assert shipped().workloads > 0 and all(v > 0 for v in shipped().wins.values())
-    for bad in ({"wins": {"passes.cse": -1}, "tries": {}, "workloads": 1}, {"wins": {}, "tries": {}},
-                {"wins": {"passes.cse": True}, "tries": {}, "workloads": 1}, []):
+    good = {"name": "w", "fingerprint": "fp", "won": ["passes.cse"], "tried": None}
+    for bad in ({"workloads": [{**good, "won": [1]}]}, {"workloads": [{**good, "tried": "passes.cse"}]},
+                {"workloads": [{**good, "name": "", "fingerprint": ""}]}, {"workloads": [{**good, "extra": 1}]},
+                {"workloads": good}, {"workloads": [good], "wins": {}}, []):
         with pytest.raises(ValueError, match="prior.json"):
-            WinCounts.from_json(bad, "prior.json")
+            read_prior(bad, "prior.json")
+    assert read_prior({"workloads": [good]}, "prior.json")[0].won == {"passes.cse"}
+
+
+def test_a_run_never_learns_its_order_from_its_own_programs_record(tmp_path):
+    """Leave one out: the prior's record of the program being tuned (by fingerprint; a report's row,
+    which has none, by name) is left out, so a campaign over the programs the prior was built from
+    measures each with what the others taught."""
+    from xtat.search.order import SHIPPED, WorkloadWins, read_prior, recorded, shipped, tally
+    from xtat.store.sql import Store
+
+    store = Store.open(tmp_path / "campaign.db")
+    copy_insertion = {"codegen": {"xla_cpu_copy_insertion_use_region_analysis": True}}
+    for fingerprint, name, won in (("fp-a", "a:make", copy_insertion), ("fp-b", "b:make", {"passes": {"cse": True}})):
+        workload = store.upsert_workload(fingerprint, "program", name, {"platform": "cpu"}, {})
+        for config, low in (({}, 1.0), (won, 1.3)):
+            trial = store.start_trial(workload, None, config, config_key(config))
+            store.finish_trial(trial, ended("ok", median_s=1e-3, speedup=(low + 0.05, low, low + 0.1)))
+    records = recorded([store, store])  # one program in two stores is one workload
+    records.append(WorkloadWins("suite/x", "", frozenset({"passes.algsimp"}), None))
+    assert len(records) == 3
+    assert tally(records).wins == {"codegen.xla_cpu_copy_insertion_use_region_analysis": 1, "passes.cse": 1,
+                                   "passes.algsimp": 1}
+    assert tally(records, "fp-a").wins == {"passes.cse": 1, "passes.algsimp": 1}
+    assert tally(records, "fp-other", "suite/x").wins == {
+        "codegen.xla_cpu_copy_insertion_use_region_analysis": 1, "passes.cse": 1}
+    assert tally(records, "fp-other", "suite/x").workloads == 0 and tally(records).workloads == 1
+    # The shipped prior holds records with fingerprints; each one's own program does not see it.
+    mine = next(r for r in read_prior(json.loads(SHIPPED.read_text()), "shipped") if r.fingerprint and r.won)
+    without = shipped(mine.fingerprint, mine.name)
+    assert all(without.wins.get(k, 0) == shipped().wins[k] - 1 for k in mine.won)
 
 
 def test_effort_levels_are_presets_that_explicit_settings_override():

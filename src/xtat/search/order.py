@@ -15,6 +15,12 @@ xtat (`wins.json`, built by `benchmarks/build_prior.py` from the campaigns of th
 gallery: docs/search.md says how) and the stores the run reads (its own store, `--learn-from`).
 The rate is (wins + 1) / (tries + 5): a few lucky wins do not outrank many, and a kind never won
 ranks below one that has.
+
+Both sources are kept per workload so that a run never learns from its own program: the prior's
+record of the program being tuned (same fingerprint; for a report's rows, which carry no
+fingerprint, the same name) is left out, as its own store's is. A campaign over the gallery and
+the suite then measures each program with a prior learned from the others only (leave one out),
+and a user's program gets the prior of all of them.
 """
 
 from __future__ import annotations
@@ -48,6 +54,56 @@ def is_per_op(decision: Decision) -> bool:
 
 
 @dataclass(frozen=True)
+class WorkloadWins:
+    """One workload's evidence: the decision kinds that won on it and those its searches measured
+    (`tried` None: every kind; a campaign report says what won, not what was tried)."""
+
+    name: str
+    fingerprint: str  # "" where the source names the workload only (a report's row)
+    won: frozenset[str]
+    tried: frozenset[str] | None
+
+    def is_program(self, fingerprint: str, name: str) -> bool:
+        return self.fingerprint == fingerprint if self.fingerprint else self.name == name
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "fingerprint": self.fingerprint, "won": sorted(self.won),
+                "tried": None if self.tried is None else sorted(self.tried)}
+
+    @staticmethod
+    def from_json(data: object, where: str) -> WorkloadWins:
+        """A record read from a file (untrusted): names and kinds are strings, `tried` a list or null."""
+        def kinds(value: object) -> bool:
+            return isinstance(value, list) and all(isinstance(k, str) for k in value)
+
+        if not isinstance(data, dict) or set(data) != {"name", "fingerprint", "won", "tried"}:
+            raise ValueError(f"{where}: each workload must hold exactly name, fingerprint, won and tried")
+        name, fingerprint, won, tried = data["name"], data["fingerprint"], data["won"], data["tried"]
+        if not isinstance(name, str) or not isinstance(fingerprint, str) or not (name or fingerprint):
+            raise ValueError(f"{where}: a workload's name and fingerprint must be strings, one of them set")
+        if not kinds(won) or not (tried is None or kinds(tried)):
+            raise ValueError(f"{where}: a workload's \"won\" and \"tried\" must be lists of decision kinds")
+        return WorkloadWins(name, fingerprint, frozenset(won), None if tried is None else frozenset(tried) | set(won))
+
+
+def tally(records: Iterable[WorkloadWins], fingerprint: str | None = None, name: str = "") -> WinCounts:
+    """The win counts of `records`, leaving out those of the program `fingerprint`/`name` (None:
+    none left out)."""
+    wins: Counter[str] = Counter()
+    tries: Counter[str] = Counter()
+    every = 0  # workloads taken to have tried every kind
+    for record in records:
+        if fingerprint is not None and record.is_program(fingerprint, name):
+            continue
+        wins.update(record.won)
+        if record.tried is None:
+            every += 1
+        else:
+            tries.update(record.tried | record.won)
+    return WinCounts(dict(wins), dict(tries), every)
+
+
+@dataclass(frozen=True)
 class WinCounts:
     """Per decision kind, how many workloads it won on and how many tried it; `workloads` counts
     workloads whose searches are taken to have tried every kind (a campaign report says what won,
@@ -64,47 +120,34 @@ class WinCounts:
         return WinCounts(dict(Counter(self.wins) + Counter(other.wins)),
                          dict(Counter(self.tries) + Counter(other.tries)), self.workloads + other.workloads)
 
-    def to_json(self) -> dict:
-        return {"wins": dict(sorted(self.wins.items())), "tries": dict(sorted(self.tries.items())),
-                "workloads": self.workloads}
 
-    @staticmethod
-    def from_json(data: object, where: str) -> WinCounts:
-        """Counts read from a file (untrusted): kinds are strings, counts non-negative integers."""
-        def count(value: object) -> bool:
-            return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-        def counts(name: str) -> dict[str, int]:
-            part = data.get(name) if isinstance(data, dict) else None
-            if not isinstance(part, dict) or not all(isinstance(k, str) and count(v) for k, v in part.items()):
-                raise ValueError(f"{where}: \"{name}\" must map decision kinds to counts")
-            return part
-        workloads = data.get("workloads") if isinstance(data, dict) else None
-        if not isinstance(workloads, int) or not count(workloads):
-            raise ValueError(f"{where}: \"workloads\" must be a count")
-        return WinCounts(counts("wins"), counts("tries"), workloads)
+def read_prior(data: object, where: str) -> tuple[WorkloadWins, ...]:
+    """The per-workload records of a prior file (untrusted): {"workloads": [record, ...]}."""
+    if not isinstance(data, dict) or set(data) != {"workloads"} or not isinstance(data["workloads"], list):
+        raise ValueError(f"{where}: a prior is {{\"workloads\": [...]}}, a list of per-workload records")
+    return tuple(WorkloadWins.from_json(record, where) for record in data["workloads"])
 
 
-def shipped() -> WinCounts:
-    return WinCounts.from_json(json.loads(SHIPPED.read_text()), str(SHIPPED))
+def write_prior(records: Iterable[WorkloadWins]) -> str:
+    return json.dumps({"workloads": [r.to_json() for r in records]}, indent=1) + "\n"
+
+
+def shipped(fingerprint: str | None = None, name: str = "") -> WinCounts:
+    """The shipped prior's counts, without the program `fingerprint`/`name`'s own record."""
+    return tally(read_prior(json.loads(SHIPPED.read_text()), str(SHIPPED)), fingerprint, name)
 
 
 def _decisions(config: Config) -> set[str]:
     return {kind(stage, id) for stage, values in config.items() for id in values}
 
 
-def counted(stores: Iterable[Storage], excluding: str | None = None) -> WinCounts:
-    """Win counts of every workload in `stores` (see the module's doc) but the one whose fingerprint
-    is `excluding`: a run learns from other programs, and its own trials must not reorder its own
-    search (a resumed run asks what the whole run would have asked)."""
-    wins: Counter[str] = Counter()
-    tries: Counter[str] = Counter()
+def recorded(stores: Iterable[Storage]) -> list[WorkloadWins]:
+    """Per workload in `stores` (see the module's doc), what won and what was tried; a program found
+    in several stores (by fingerprint) is one workload."""
+    by_fingerprint: dict[str, tuple[str, set[str], set[str]]] = {}
     for store in stores:
         for workload in store.workloads():
-            if workload.fingerprint == excluding:
-                continue
-            tried: set[str] = set()
-            won: set[str] = set()
+            _, won, tried = by_fingerprint.setdefault(workload.fingerprint, (workload.name, set(), set()))
             for trial in store.trials(workload.id):
                 if trial.status not in (TrialStatus.OK, TrialStatus.DUPLICATE) or not trial.config:
                     continue
@@ -115,9 +158,15 @@ def counted(stores: Iterable[Storage], excluding: str | None = None) -> WinCount
             for result in store.results(workload.id):
                 if result.adopted and not result.imported:
                     won |= _decisions(result.config)
-            tries.update(tried | won)
-            wins.update(won)
-    return WinCounts(dict(wins), dict(tries))
+    return [WorkloadWins(name, fingerprint, frozenset(won), frozenset(tried | won))
+            for fingerprint, (name, won, tried) in by_fingerprint.items()]
+
+
+def counted(stores: Iterable[Storage], excluding: str | None = None) -> WinCounts:
+    """Win counts of every workload in `stores` but the one whose fingerprint is `excluding`: a run
+    learns from other programs, and its own trials must not reorder its own search (a resumed run
+    asks what the whole run would have asked)."""
+    return tally(recorded(stores), excluding)
 
 
 def ordered(decisions: Sequence[Decision], counts: WinCounts) -> list[Decision]:

@@ -1,6 +1,10 @@
 """The default strategy: the base config, one decision at a time, the helpful ones combined, then random.
 
-The one-at-a-time sweep is the base's no-op probe list: a decision none of
+The sweep is breadth first: every global decision's first value, then every
+global decision's second, and so on, so a short budget covers every decision
+before it spends probes on a multi-valued option's other values; the per-op
+decisions (search.order) follow the same way. It is also the no-op probe
+list: a decision none of
 whose values changes the executable (every probe came back the same
 executable as the base) is reported in `no_ops` and left out of the random
 phase.
@@ -13,7 +17,8 @@ it is seen, before the sweep goes on: a short budget that ends inside the sweep
 (quick effort ends among the global decisions) still ends with its clear wins
 combined, where the ceiling's best usually lies (the CPU count with a pass or an
 option). After the sweep, the changes that were faster only within the margin are
-tried the same way, fastest first.
+tried the same way, fastest first. A decision's value found faster later in the
+sweep is tried in place of the one combined.
 
 The random phase keeps each decision at its base value half of the time (XLA's
 defaults are usually good, and configs near them compile and verify more often).
@@ -25,15 +30,28 @@ from typing import Any
 
 from xtat.core.space import Config, Decision, config_key, merge
 from xtat.search.base import SearchStrategy, requirements, value_of
-from xtat.search.order import TIE_MARGIN
+from xtat.search.order import TIE_MARGIN, is_per_op
+
+
+def breadth_first(probes: list[tuple[Decision, list[Config]]]) -> list[Config]:
+    """The global decisions' probes, every decision's first value before any decision's second (a
+    short budget covers every decision, a multi-valued option's other values come later), then the
+    per-op decisions' the same way: a knob's second value comes before any per-op decision's first."""
+    swept: list[Config] = []
+    for part in ([p for p in probes if not is_per_op(p[0])], [p for p in probes if is_per_op(p[0])]):
+        depth = max((len(configs) for _, configs in part), default=0)
+        swept += [configs[i] for i in range(depth) for _, configs in part if i < len(configs)]
+    return swept
 
 
 class SweepThenRandom(SearchStrategy):
     def __init__(self, decisions: list[Decision], **options: Any) -> None:
         super().__init__(decisions, **options)
-        self._sweep = iter([config for _, configs in self.probes for config in configs])
+        self._sweep = iter(breadth_first(self.probes))
         self._swept = False
-        self._combined: set[tuple[str, str]] = set()  # decisions whose best change was combined
+        # Decisions combined, each with its single change's seconds: a faster value of one, probed
+        # later (the sweep is breadth first), is tried in its place.
+        self._combined: dict[tuple[str, str], float] = {}
         self._best: tuple[Config, float] | None = None  # the best combination so far
         # The combination asked and not yet told, and the single change it adds (config, seconds).
         self._trying: tuple[Config, tuple[Config, float]] | None = None
@@ -64,9 +82,9 @@ class SweepThenRandom(SearchStrategy):
         if self._trying is not None:
             return None
         for seconds, decision, change in self._helpful_changes(clear_only):
-            if decision in self._combined:
+            if decision in self._combined and self._combined[decision] <= seconds:
                 continue
-            self._combined.add(decision)
+            self._combined[decision] = seconds
             single = (self.normalize(merge(self.base, change)), seconds)
             if self._best is None:
                 self._best = single  # a probe: measured already
@@ -77,8 +95,9 @@ class SweepThenRandom(SearchStrategy):
         return None
 
     def _helpful_changes(self, clear_only: bool) -> list[tuple[float, tuple[str, str], Config]]:
-        """Per decision that is not a no-op and whose probes were all told, its fastest single change
-        that beat the base (beyond the tie margin when `clear_only`); fastest first."""
+        """Per decision that is not a no-op, its fastest single change that beat the base, fastest
+        first: beyond the tie margin when `clear_only` (a clear win joins as soon as one value shows
+        it, its other values may be probed later), else among all its values once all were told."""
         base_s = self.results.get(config_key(self.base))
         if base_s is None:
             return []
@@ -86,9 +105,10 @@ class SweepThenRandom(SearchStrategy):
         best: list[tuple[float, tuple[str, str], Config]] = []
         no_ops = set(self.no_ops_keys())  # faster only by noise: the executable was the base's
         for decision, configs in self.probes:
-            if (decision.stage, decision.id) in no_ops or any(config_key(c) not in self.results for c in configs):
+            told = [c for c in configs if config_key(c) in self.results]
+            if (decision.stage, decision.id) in no_ops or not told or (not clear_only and len(told) < len(configs)):
                 continue
-            timed = [(s, c) for c in configs if (s := self.results.get(config_key(c))) is not None and s < bound]
+            timed = [(s, c) for c in told if (s := self.results[config_key(c)]) is not None and s < bound]
             if timed:
                 seconds, config = min(timed, key=lambda t: t[0])
                 change = merge(requirements(decision), {decision.stage: {decision.id: value_of(config, decision)}})

@@ -85,8 +85,9 @@ class SearchLoop:
         self.space = self.space.extended(decisions)
         known = self.space.by_key()
         # Expected gain first: global decisions before per-op ones, each by how often its kind won.
-        decisions = ordered(decisions, shipped() + counted([self.store, *self.learn_from],
-                                                           excluding=self.context.captured.fingerprint))
+        captured = self.context.captured
+        decisions = ordered(decisions, shipped(captured.fingerprint, captured.name)
+                            + counted([self.store, *self.learn_from], excluding=captured.fingerprint))
         # A strategy that learns across workloads (`uses_prior`) also trains on the store's others
         # and on those of the --learn-from stores.
         strategy = make_strategy(self.settings.strategy, decisions, seed=self.settings.seed, base=base,
