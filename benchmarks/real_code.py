@@ -1,6 +1,7 @@
 """Delivered speedup on real code: every gallery program tuned, then measured through `xtat.jit`.
 
     .venv/bin/python benchmarks/real_code.py [--time 600] [--pairs 6] [--rounds 11] [--only NAME,...] [--json OUT]
+    .venv/bin/python benchmarks/real_code.py --untuned [--only NAME,...]   (xtat.jit's dispatch alone)
 
 Each program in `examples/` is tuned with the default strategy and stages
 under a time budget a user would give (`--time` seconds of search, each into
@@ -264,6 +265,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=6, help="pairs of fresh measuring processes per program")
     parser.add_argument("--only", help="comma-separated example names (default: all)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--untuned", action="store_true",
+                        help="tune nothing: xtat.jit with an empty store against the step, what xtat.jit's "
+                             "own dispatch gives (an eqx.filter_jit step partitions its arguments per call)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)  # a fresh measuring process
     parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--min-sample", type=float, default=0.05, help=argparse.SUPPRESS)
@@ -280,6 +284,13 @@ def main() -> None:
     names = options.only.split(",") if options.only else sorted(p.stem for p in EXAMPLES.glob("*.py"))
     rows = []
     with tempfile.TemporaryDirectory(prefix="xtat-real-code-") as folder:
+        if options.untuned:
+            for name in names:
+                m = delivered(EXAMPLES / f"{name}.py", Path(folder) / f"{name}-empty.db", False, options.rounds,
+                              options.pairs)
+                print(f"{name}: xtat.jit untuned {m['delivered']:.3f}x [{m['delivered_ci'][0]:.3f}, "
+                      f"{m['delivered_ci'][1]:.3f}] (pairs: {', '.join(f'{s:.3f}' for s in m['per_pair'])})")
+            return
         for name in names:
             rows.append(tune_and_measure(EXAMPLES / f"{name}.py", Path(folder), options.time, options.rounds,
                                          options.pairs))

@@ -474,19 +474,23 @@ def test_pairs_of_processes_that_disagree_are_added_to_the_factor_and_to_the_pla
         samples = runner.interleave([("default", Candidate()), ("a", pinned)], 6, timing)
         assert placed == [["default", "a"]] * 4
         assert len(samples["default"]) == len(samples["a"]) == 4 * 2  # 6 rounds over 4 placements: 2 each
+        assert set(samples["default"]) == set(samples["a"]) == {1.0}  # each placement's cold rounds dropped
     finally:
         runner.close()
 
 
 class OneSampleEach:
     """Test double of a placement (`runner.process.ProcessPlacement`): every build placed, one
-    sample of 1 s each per round."""
+    sample each per round, of 1 s, but of 9 s in its first two rounds (a placement's first rounds
+    after calibration are cold, so side by side drops them)."""
 
     def __init__(self, builds) -> None:
         self.placed = [(id, None) for id, _ in builds]
+        self.rounds = 0
 
     def sample_round(self, shuffle) -> dict[str, float]:
-        return {id: 1.0 for id, _ in self.placed}
+        self.rounds += 1
+        return {id: 9.0 if self.rounds <= 2 else 1.0 for id, _ in self.placed}
 
 
 class LoggingWorker:

@@ -415,6 +415,11 @@ def test_the_shipped_prior_is_vetted_and_a_bad_one_is_refused_naming_it():
         with pytest.raises(ValueError, match="prior.json"):
             read_prior(bad, "prior.json")
     assert read_prior({"workloads": [good]}, "prior.json")[0].won == {"passes.cse"}
+    # A kind that won was tried, whatever the record's "tried" says: its rate can never exceed 1.
+    from xtat.search.order import tally
+
+    omits = read_prior({"workloads": [{**good, "tried": ["passes.algsimp"]}]}, "prior.json")
+    assert tally(omits).tries == {"passes.algsimp": 1, "passes.cse": 1}
 
 
 def test_a_run_never_learns_its_order_from_its_own_programs_record(tmp_path):

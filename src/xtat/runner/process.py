@@ -34,7 +34,7 @@ from xtat.runner import protocol as p
 from xtat.runner.base import DEFAULT_ID, WorkerFailure
 from xtat.runner.host_lock import holding
 from xtat.runner.pool import Pool, WorkerProcess
-from xtat.runner.timing import Race, TimingPolicy, median_ci, paired, setup_decided
+from xtat.runner.timing import WARMUP_ROUNDS, Race, TimingPolicy, median_ci, paired, setup_decided
 from xtat.runner.verify import Budget, Tolerance
 from xtat.runner.worker import DIMS_FILE
 
@@ -438,7 +438,8 @@ class ProcessRunner:
         setup of its own, the rounds are split over as many placements, one after another, as that
         setup's factor took pairs of processes (`setup_ratios`; `timing.setup_pairs` when it has
         none yet), for the same reason: a figure across processes is one pair's otherwise; a build
-        that failed in any placement has no samples."""
+        that failed in any placement has no samples. Each placement's first `WARMUP_ROUNDS` rounds
+        are dropped, as confirmation's are."""
         setups = [candidate.process for _, candidate in builds if candidate.process.runtime]
         placements = max([timing.setup_pairs, *(len(self._factors.get(s, ())) for s in setups)]) if setups else 1
         each = -(-rounds // placements)
@@ -448,6 +449,8 @@ class ProcessRunner:
             placement = self.place(builds, timing)
             for id in {id for id, _ in builds} - {id for id, _ in placement.placed}:
                 samples.pop(id, None)
+            for _ in range(WARMUP_ROUNDS):
+                placement.sample_round(shuffle)
             for _ in range(each):
                 for id, seconds in placement.sample_round(shuffle).items():
                     if id in samples:

@@ -12,6 +12,10 @@ import numpy as np
 
 SETTLE_PAIRS_FACTOR = 10  # a settling candidate's pairs: at most this many times `contender_pairs`
 SETUP_PAIRS_FACTOR = 2  # a process setup's pairs of processes: at most this many times `setup_pairs`
+# Rounds taken and dropped after builds are placed, before any is kept: the first calls after a
+# build pay for page faults and cold caches, and in a placement the build calibrated first has sat
+# idle while the others were calibrated.
+WARMUP_ROUNDS = 2
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,7 @@ def sample(call: Callable[[], None], inner: int) -> float:
     return (time.perf_counter() - start) / inner
 
 
-def interleave(samplers: dict[str, Callable[[], float]], rounds: int, *, warmup: int = 2,
+def interleave(samplers: dict[str, Callable[[], float]], rounds: int, *, warmup: int = WARMUP_ROUNDS,
                seed: int = 0) -> dict[str, list[float]]:
     """One sample of each sampler per round, in a fresh random order every round, so that drift
     and load fall on all of them alike; `warmup` rounds are taken and dropped. A sampler may
@@ -161,7 +165,7 @@ def interleave(samplers: dict[str, Callable[[], float]], rounds: int, *, warmup:
     return {label: times[warmup:] for label, times in samples.items()}
 
 
-def interleaved(calls: dict[str, Callable[[], None]], rounds: int, *, warmup: int = 2,
+def interleaved(calls: dict[str, Callable[[], None]], rounds: int, *, warmup: int = WARMUP_ROUNDS,
                 min_sample_s: float = 0.05, seed: int = 0) -> dict[str, list[float]]:
     """`interleave` of calls in this process, each sample a calibrated batch of calls."""
     inner = {label: calibrate(call, TimingPolicy(min_sample_s=min_sample_s)) for label, call in calls.items()}

@@ -83,7 +83,7 @@ class WorkloadWins:
             raise ValueError(f"{where}: a workload's name and fingerprint must be strings, one of them set")
         if not kinds(won) or not (tried is None or kinds(tried)):
             raise ValueError(f"{where}: a workload's \"won\" and \"tried\" must be lists of decision kinds")
-        return WorkloadWins(name, fingerprint, frozenset(won), None if tried is None else frozenset(tried) | set(won))
+        return WorkloadWins(name, fingerprint, frozenset(won), None if tried is None else frozenset(tried))
 
 
 def tally(records: Iterable[WorkloadWins], fingerprint: str | None = None, name: str = "") -> WinCounts:
@@ -99,7 +99,7 @@ def tally(records: Iterable[WorkloadWins], fingerprint: str | None = None, name:
         if record.tried is None:
             every += 1
         else:
-            tries.update(record.tried | record.won)
+            tries.update(record.tried | record.won)  # a kind that won was tried, whatever a record says
     return WinCounts(dict(wins), dict(tries), every)
 
 
@@ -158,7 +158,7 @@ def recorded(stores: Iterable[Storage]) -> list[WorkloadWins]:
             for result in store.results(workload.id):
                 if result.adopted and not result.imported:
                     won |= _decisions(result.config)
-    return [WorkloadWins(name, fingerprint, frozenset(won), frozenset(tried | won))
+    return [WorkloadWins(name, fingerprint, frozenset(won), frozenset(tried))
             for fingerprint, (name, won, tried) in by_fingerprint.items()]
 
 

@@ -26,10 +26,8 @@ from xtat.core import serial
 from xtat.core.candidate import Candidate
 from xtat.runner.base import DEFAULT_ID, Runner, WorkerFailure
 from xtat.runner.load import LoadMonitor, MachineLoad
-from xtat.runner.timing import median_ci, speedup_ci
+from xtat.runner.timing import WARMUP_ROUNDS, median_ci, speedup_ci
 from xtat.tuning.settings import TuneSettings
-
-WARMUP_ROUNDS = 2  # discarded: the first calls after a build pay for page faults and cold caches
 
 
 class Verdict(StrEnum):
