@@ -21,7 +21,6 @@ import json
 import math
 import random
 import statistics
-from concurrent.futures import ThreadPoolExecutor
 
 from xtat.capture.targets import load_target
 from xtat.capture.workload import capture
@@ -70,18 +69,6 @@ def figures(placement: ProcessPlacement, rounds: int, seed: int) -> tuple[float,
     return ratio(taken[:2]), ratio(taken[2:])
 
 
-def factor_pair(runner: ProcessRunner, timing: TimingPolicy, name: str) -> float:
-    pair = [runner.pool.spare(setup, f"{name}-{side}") for setup, side in ((ProcessSetup(), "default"),
-                                                                            (ONE_CPU, "setup"))]
-    try:
-        with ThreadPoolExecutor(2) as threads:
-            sides = list(threads.map(lambda worker: runner._loaded_reference(worker, timing), pair))
-        return runner._process_ratio(sides[0], sides[1], timing)
-    finally:
-        for worker in pair:
-            worker.close()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target")
@@ -108,7 +95,7 @@ def main() -> None:
                     spare.close()
             row["alone_first2"], row["alone"] = figures(
                 runner.place([(DEFAULT_ID, Candidate()), BUILDS[0]], timing), options.rounds, index)
-            row["factor"] = factor_pair(runner, timing, f"probe-{index}")
+            row["factor"] = runner.spare_pair_ratio(ONE_CPU, timing, f"probe-{index}")
             rows.append(row)
             print(json.dumps({"repeat": index + 1, **{k: round(v, 3) for k, v in row.items()}}), flush=True)
     means = {k: math.exp(statistics.fmean(math.log(r[k]) for r in rows)) for k in rows[0]}

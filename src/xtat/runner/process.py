@@ -311,20 +311,24 @@ class ProcessRunner:
             default_side, setup_side = self._reference(timing), self._reference(timing, setup)
             ratios = [self._process_ratio(default_side, setup_side, timing)]
             while not setup_decided(ratios, timing):
-                index = len(ratios) - 1
-                pair = [self.pool.spare(s, f"setup-pair-{len(self._factors)}-{index}-{side}")
-                        for s, side in ((ProcessSetup(), "default"), (setup, "setup"))]
-                try:
-                    # The two processes load and build side by side: nothing is timed meanwhile, and
-                    # a quick run's search spent most of its 40 s starting pairs one process at a time.
-                    with ThreadPoolExecutor(len(pair), thread_name_prefix="xtat-setup-pair") as threads:
-                        sides = list(threads.map(lambda worker: self._loaded_reference(worker, timing), pair))
-                    ratios.append(self._process_ratio(sides[0], sides[1], timing))
-                finally:
-                    for worker in pair:
-                        worker.close()
+                name = f"setup-pair-{len(self._factors)}-{len(ratios) - 1}"
+                ratios.append(self.spare_pair_ratio(setup, timing, name))
             self._factors[setup] = tuple(ratios)
         return self._factors[setup]
+
+    def spare_pair_ratio(self, setup: ProcessSetup, timing: TimingPolicy, name: str) -> float:
+        """`_process_ratio` of a pair of processes started for it (a default one and one entering
+        `setup`, logged as NAME-default and NAME-setup) and closed after."""
+        pair = [self.pool.spare(s, f"{name}-{side}") for s, side in ((ProcessSetup(), "default"), (setup, "setup"))]
+        try:
+            # The two processes load and build side by side: nothing is timed meanwhile, and
+            # a quick run's search spent most of its 40 s starting pairs one process at a time.
+            with ThreadPoolExecutor(len(pair), thread_name_prefix="xtat-setup-pair") as threads:
+                sides = list(threads.map(lambda worker: self._loaded_reference(worker, timing), pair))
+            return self._process_ratio(sides[0], sides[1], timing)
+        finally:
+            for worker in pair:
+                worker.close()
 
     def _loaded_reference(self, worker: WorkerProcess, timing: TimingPolicy) -> tuple[WorkerProcess, int]:
         self._load(worker)
