@@ -53,9 +53,12 @@ def one_run(captured: Capture, setup: ProcessSetup, settings: TuneSettings, side
         row = {"ratios": list(ratios), "factor": factor, "ci": [low, high], "seconds": took,
                "log_sd": statistics.stdev(math.log(r) for r in ratios) if len(ratios) > 1 else 0.0}
         if side_rounds:
-            samples = runner.interleave([(DEFAULT_ID, Candidate()), ("setup", Candidate(process=setup))],
-                                        side_rounds, settings.timing)
-            side, side_low, side_high = speedup_ci(samples[DEFAULT_ID], samples["setup"], seed=settings.seed)
+            pairs = runner.interleave([(DEFAULT_ID, Candidate()), ("setup", Candidate(process=setup))],
+                                      side_rounds, settings.timing)
+            if pairs is None or not pairs.get("setup"):
+                raise SystemExit(f"side by side: {'the default' if pairs is None else 'the setup'} did not build")
+            side, side_low, side_high = speedup_ci([d for d, _ in pairs["setup"]], [own for _, own in pairs["setup"]],
+                                                   seed=settings.seed)
             row["side_by_side"] = [side, side_low, side_high]
     return row
 

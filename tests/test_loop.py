@@ -426,9 +426,9 @@ def test_a_runtime_setup_is_timed_beside_the_default_in_its_own_worker_scaled_by
         assert 100 < ratio < 10000, ratio
         # Side by side, the rounds are split over `setup_pairs` placements in fresh workers.
         before = len(list(tmp_path.glob("worker-*.log")))
-        samples = runner.interleave([("default", Candidate()), ("a", pinned)], 6, timing)
+        pairs = runner.interleave([("default", Candidate()), ("a", pinned)], 6, timing)
         assert len(list(tmp_path.glob("worker-*.log"))) - before == 3 * 2
-        assert len(samples["default"]) == len(samples["a"]) == 6
+        assert pairs is not None and len(pairs["a"]) == 6 and "default" not in pairs
     finally:
         runner.close()
 
@@ -445,6 +445,9 @@ def test_a_setup_factor_whose_pairs_disagree_takes_more_pairs_up_to_twice_as_man
     fixed = TimingPolicy(setup_pairs=2)  # setup_error 0: exactly `setup_pairs`
     assert setup_decided([1.16, 1.72], fixed) and not setup_decided([1.16], fixed)
     assert setup_decided([2.0], TimingPolicy(setup_pairs=1, setup_error=0.025))  # one pair has no spread
+    # A setup that slowed the default in every pair, beyond the margin, needs no precision.
+    assert setup_decided([0.57, 0.61], policy) and not setup_decided([0.57], policy)
+    assert not setup_decided([0.70, 0.97], policy)  # within the margin of 1 in one pair: more pairs
 
 
 def test_pairs_of_processes_that_disagree_are_added_to_the_factor_and_to_the_placements(tmp_path, monkeypatch):
@@ -471,26 +474,28 @@ def test_pairs_of_processes_that_disagree_are_added_to_the_factor_and_to_the_pla
         placed: list[list[str]] = []  # the placements side by side asks for (test double: no workers started)
         monkeypatch.setattr(runner, "place", lambda builds, timing: placed.append([id for id, _ in builds])
                             or OneSampleEach(builds))
-        samples = runner.interleave([("default", Candidate()), ("a", pinned)], 6, timing)
+        pairs = runner.interleave([("default", Candidate()), ("a", pinned)], 6, timing)
         assert placed == [["default", "a"]] * 4
-        assert len(samples["default"]) == len(samples["a"]) == 4 * 2  # 6 rounds over 4 placements: 2 each
-        assert set(samples["default"]) == set(samples["a"]) == {1.0}  # each placement's cold rounds dropped
+        assert pairs is not None and len(pairs["a"]) == 4 * 2  # 6 rounds over 4 placements: 2 each
+        assert set(pairs["a"]) == {(1.0, 1.0)}  # each placement's cold rounds dropped
     finally:
         runner.close()
 
 
 class OneSampleEach:
     """Test double of a placement (`runner.process.ProcessPlacement`): every build placed, one
-    sample each per round, of 1 s, but of 9 s in its first two rounds (a placement's first rounds
+    pair of samples each per round, of 1 s, but of 9 s in its first two rounds (a placement's first rounds
     after calibration are cold, so side by side drops them)."""
 
     def __init__(self, builds) -> None:
         self.placed = [(id, None) for id, _ in builds]
+        self.failed: dict[str, str] = {}
         self.rounds = 0
 
-    def sample_round(self, shuffle) -> dict[str, float]:
+    def sample_pairs(self, shuffle) -> dict[str, tuple[float, float]]:
         self.rounds += 1
-        return {id: 9.0 if self.rounds <= 2 else 1.0 for id, _ in self.placed}
+        seconds = 9.0 if self.rounds <= 2 else 1.0
+        return {id: (seconds, seconds) for id, _ in self.placed if id != "default"}
 
 
 class LoggingWorker:
@@ -507,7 +512,10 @@ class LoggingWorker:
         return Sampled(float(len(self.log)))
 
 
-def test_a_worker_that_sat_idle_gives_one_dropped_sample_before_it_is_timed():
+def test_side_by_side_samples_each_build_next_to_a_default_sample_of_its_own():
+    """Each finalist's ratio spans one pair: its sample and the default's are adjacent (each after
+    its worker's dropped sample where the other worker ran last), both orders occur, and every
+    finalist is sampled once a round."""
     import random
 
     from xtat.runner.process import ProcessPlacement
@@ -517,10 +525,15 @@ def test_a_worker_that_sat_idle_gives_one_dropped_sample_before_it_is_timed():
     placed = [("a", finalists), ("b", finalists), ("c", finalists), ("default", default)]
     placement = ProcessPlacement(placed, {id: 1 for id, _ in placed}, {}, 10.0)  # type: ignore[arg-type]
     shuffle = random.Random(0)
+    orders = set()
     for _ in range(20):
-        seconds = placement.sample_round(shuffle)
-        for build, position in seconds.items():
-            worker = dict(placed)[build]
+        pairs = placement.sample_pairs(shuffle)
+        assert set(pairs) == {"a", "b", "c"}
+        for build, (default_at, own_at) in pairs.items():
             # Every timed sample follows a request to its own worker: never the first after idling.
-            assert position >= 2 and log[int(position) - 2] == worker.name, (build, log[-8:])
-    assert 20 * 4 < len(log) <= 20 * 4 * 2
+            for position, worker in ((default_at, "default"), (own_at, "finalists")):
+                assert position >= 2 and log[int(position) - 2] == worker, (build, log[-8:])
+            # Adjacent: at most the build's worker's dropped sample between them.
+            assert 1 <= abs(own_at - default_at) <= 2, (build, default_at, own_at)
+            orders.add(own_at > default_at)
+    assert orders == {True, False}

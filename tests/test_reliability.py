@@ -443,6 +443,7 @@ def test_no_improvement_is_claimed_between_equal_configs_on_a_noisy_machine(tmp_
 
     from xtat.capture.workload import capture
     from xtat.core.candidate import Candidate
+    from xtat.runner.base import DEFAULT_ID
     from xtat.runner.process import ProcessRunner
     from xtat.runner.timing import TimingPolicy, speedup_ci
     from xtat.tuner import TuneSettings
@@ -454,12 +455,13 @@ def test_no_improvement_is_claimed_between_equal_configs_on_a_noisy_machine(tmp_
     neighbour = subprocess.Popen([sys.executable, "-c", spin])
     runs, rounds = 100, 11
     try:
-        samples = runner.interleave([("a", Candidate()), ("b", Candidate())], runs * rounds,
-                                    TimingPolicy(min_sample_s=0.003))
+        pairs = runner.interleave([(DEFAULT_ID, Candidate()), ("b", Candidate())], runs * rounds,
+                                  TimingPolicy(min_sample_s=0.003))
     finally:
         neighbour.kill()
         runner.close()
-    a, b = np.asarray(samples["a"]).reshape(runs, rounds), np.asarray(samples["b"]).reshape(runs, rounds)
+    assert pairs is not None
+    a, b = (np.asarray([pair[side] for pair in pairs["b"]]).reshape(runs, rounds) for side in (0, 1))
     margin = TuneSettings().tie_margin
     stats = [speedup_ci(list(a[k]), list(b[k]), seed=k) for k in range(runs)]
     # A claim in either direction: one of two identical builds declared faster.

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from xtat.core.candidate import Candidate
 from xtat.core.errors import UserError
 from xtat.core.status import RunStatus, TrialStatus
-from xtat.runner.base import Runner, WorkerFailure
+from xtat.runner.base import DEFAULT_ID, Pairs, Runner, WorkerFailure
 from xtat.runner.protocol import Check, Compiled, Failed, InputSet, Timed, Verified
 from xtat.runner.timing import Race, TimingPolicy, median_ci, paired
 from xtat.runner.verify import Budget, Tolerance
@@ -120,14 +120,15 @@ class FakeRunner:
             return Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
         return Verified(Check(True, 0.0, 0.0))
 
-    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int,
-                   timing: TimingPolicy) -> dict[str, list[float]]:
+    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int, timing: TimingPolicy) -> Pairs | None:
         placement = self.place(builds, timing)
-        samples: dict[str, list[float]] = {id: [] for id in placement.candidates}
+        if DEFAULT_ID in placement.failed:
+            return None
+        pairs: Pairs = {id: [] for id in placement.candidates if id != DEFAULT_ID}
         for _ in range(rounds):
-            for id, seconds in placement.sample_round(random.Random(0)).items():
-                samples[id].append(seconds)
-        return samples
+            for id, pair in placement.sample_pairs(random.Random(0)).items():
+                pairs[id].append(pair)
+        return pairs
 
     def place(self, builds: list[tuple[str, Candidate]], timing: TimingPolicy,
               deploy_tolerance: Tolerance | None = None) -> FakePlacement:
@@ -163,11 +164,13 @@ class FakePlacement:
     candidates: dict[str, Candidate]
     failed: dict[str, str]
 
-    def sample_round(self, shuffle: random.Random) -> dict[str, float]:
+    def sample_pairs(self, shuffle: random.Random) -> dict[str, tuple[float, float]]:
         for candidate in self.candidates.values():
             if self.runner.time_of(candidate) is TrialStatus.CRASH:
                 raise WorkerFailure(TrialStatus.CRASH, "the fake worker died")
-        return {id: self.runner._samples(candidate, 1)[0] for id, candidate in self.candidates.items()}
+        default = self.candidates[DEFAULT_ID]
+        return {id: (self.runner._samples(default, 1)[0], self.runner._samples(candidate, 1)[0])
+                for id, candidate in self.candidates.items() if id != DEFAULT_ID}
 
 
 def fake_runner_factory(runner: FakeRunner) -> Callable[..., AbstractContextManager[FakeRunner]]:

@@ -66,10 +66,15 @@ class Placement(Protocol):
 
     failed: dict[str, str]  # build id -> why it did not build
 
-    def sample_round(self, shuffle: random.Random) -> dict[str, float]:
-        """One sample of each placed build, in a new order (whichever goes first in a round can be
-        systematically slower or faster, and that must not decide anything)."""
+    def sample_pairs(self, shuffle: random.Random) -> dict[str, tuple[float, float]]:
+        """Each placed build but the default (`DEFAULT_ID`, which must be placed), in a new order,
+        sampled next to a sample of the default, the pair in a random order: build id -> (the
+        default's seconds, the build's). Whichever goes first can be systematically slower or
+        faster, and that must not decide anything."""
         ...
+
+
+Pairs = dict[str, list[tuple[float, float]]]  # build id -> (the default's seconds, the build's), per round
 
 
 class Runner(Protocol):
@@ -120,14 +125,15 @@ class Runner(Protocol):
         building it again if its worker was restarted."""
         ...
 
-    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int,
-                   timing: TimingPolicy) -> dict[str, list[float]]:
-        """Build each in a fresh worker, then time them round-robin; builds that fail are left out."""
+    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int, timing: TimingPolicy) -> Pairs | None:
+        """Build the default (`DEFAULT_ID`, which `builds` holds) and the rest in fresh workers, then
+        time `rounds` rounds of `Placement.sample_pairs`; builds that fail are left out, and None
+        when the default failed."""
         ...
 
     def place(self, builds: list[tuple[str, Candidate]], timing: TimingPolicy,
               deploy_tolerance: Tolerance | None = None) -> Placement:
-        """Build each in a fresh worker and calibrate it for `Placement.sample_round`. With
+        """Build each in a fresh worker and calibrate it for `Placement.sample_pairs`. With
         `deploy_tolerance` builds go through the deploy path (`jax.jit(..., compiler_options=)`,
         outputs verified) instead of lower().compile()."""
         ...

@@ -31,7 +31,7 @@ from xtat.core.errors import UserError
 from xtat.core.status import TrialStatus
 from xtat.core.test_hooks import hook
 from xtat.runner import protocol as p
-from xtat.runner.base import DEFAULT_ID, WorkerFailure
+from xtat.runner.base import DEFAULT_ID, Pairs, WorkerFailure
 from xtat.runner.host_lock import holding
 from xtat.runner.pool import Pool, WorkerProcess
 from xtat.runner.timing import WARMUP_ROUNDS, Race, TimingPolicy, median_ci, paired, setup_decided
@@ -341,7 +341,7 @@ class ProcessRunner:
         def sampler(side: tuple[WorkerProcess, int]) -> Callable[[], float]:
             worker, inner = side
 
-            def sample() -> float:  # after one dropped sample: the other process ran meanwhile (`sample_round`)
+            def sample() -> float:  # after one dropped sample: the other process ran meanwhile (`ProcessPlacement.sample_pairs`)
                 for _ in range(2):
                     seconds = _sampled(worker.request(p.Sample(REFERENCE_ID, inner), self.measure_deadline_s),
                                        "the reference")
@@ -436,8 +436,7 @@ class ProcessRunner:
             inner[id] = calibrated.inner
         return ProcessPlacement(placed, inner, failed, self.measure_deadline_s, self.measure_lock)
 
-    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int,
-                   timing: TimingPolicy) -> dict[str, list[float]]:
+    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int, timing: TimingPolicy) -> Pairs | None:
         """`rounds` rounds of the builds, each placed in fresh workers. Where a build holds a process
         setup of its own, the rounds are split over as many placements, one after another, as that
         setup's factor took pairs of processes (`setup_ratios`; `timing.setup_pairs` when it has
@@ -447,19 +446,21 @@ class ProcessRunner:
         setups = [candidate.process for _, candidate in builds if candidate.process.runtime]
         placements = max([timing.setup_pairs, *(len(self._factors.get(s, ())) for s in setups)]) if setups else 1
         each = -(-rounds // placements)
-        samples: dict[str, list[float]] = {id: [] for id, _ in builds}
+        pairs: Pairs = {id: [] for id, _ in builds if id != DEFAULT_ID}
         shuffle = random.Random(timing.seed)
         for _ in range(placements):
             placement = self.place(builds, timing)
-            for id in {id for id, _ in builds} - {id for id, _ in placement.placed}:
-                samples.pop(id, None)
+            if DEFAULT_ID in placement.failed:
+                return None
+            for id in placement.failed:
+                pairs.pop(id, None)
             for _ in range(WARMUP_ROUNDS):
-                placement.sample_round(shuffle)
+                placement.sample_pairs(shuffle)
             for _ in range(each):
-                for id, seconds in placement.sample_round(shuffle).items():
-                    if id in samples:
-                        samples[id].append(seconds)
-        return samples
+                for id, pair in placement.sample_pairs(shuffle).items():
+                    if id in pairs:
+                        pairs[id].append(pair)
+        return pairs
 
     def close(self) -> None:
         for runner in (self, *self._siblings):
@@ -475,26 +476,32 @@ class ProcessPlacement:
     measure_lock: Sequence[Path] | None = None
     _last: WorkerProcess | None = field(default=None, init=False)  # the worker sampled last
 
-    def sample_round(self, shuffle: random.Random) -> dict[str, float]:
-        """One sample of each build, in a new order. A worker that sat idle while another was timed
-        first gives one sample that is dropped: an idle process runs slow for its first samples (its
-        threads asleep), and where three finalists shared one worker and the default had another,
-        the default's idling made the finalists read 9-17% faster side by side than in the search
-        and in confirmation (GNN, Haiku and HMC runs, docs/search.md)."""
+    def sample_pairs(self, shuffle: random.Random) -> dict[str, tuple[float, float]]:
+        """See `Placement.sample_pairs`. Every ratio spans the short stretch of one pair, as the
+        search's and confirmation's do: with three finalists sampled once each a round, the default
+        sat idle through three of them at a time and read 13-17% slower (HMC,
+        benchmarks/placement_bias.py). A worker that sat idle while another was timed first gives
+        one sample that is dropped: an idle process runs slow for its first samples (its threads
+        asleep); where finalists shared one worker and the default had another, that made them
+        read 9-17% faster side by side than in the search (GNN, Haiku and HMC runs, docs/search.md)."""
         # Measured: with a fixed order 92 of 100 runs were biased between two identical builds.
-        order = list(self.placed)
-        shuffle.shuffle(order)
-        seconds = {}
-        for id, worker in order:
-            with holding(self.measure_lock):
-                if worker is not self._last:
-                    _sampled(worker.request(p.Sample(id, self.inner[id]), self.deadline_s), id)
-                    self._last = worker
-                reply = worker.request(p.Sample(id, self.inner[id]), self.deadline_s)
-            if not isinstance(reply, p.Sampled):
-                raise WorkerFailure(TrialStatus.RUN_ERROR, f"timing {id} failed: {_why(reply)}")
-            seconds[id] = reply.seconds
-        return seconds
+        workers = dict(self.placed)
+        others = [id for id in workers if id != DEFAULT_ID]
+        shuffle.shuffle(others)
+        pairs = {}
+        for id in others:
+            first, second = (DEFAULT_ID, id) if shuffle.random() < 0.5 else (id, DEFAULT_ID)
+            seconds = {first: self._sample(first, workers[first]), second: self._sample(second, workers[second])}
+            pairs[id] = (seconds[DEFAULT_ID], seconds[id])
+        return pairs
+
+    def _sample(self, id: str, worker: WorkerProcess) -> float:
+        with holding(self.measure_lock):
+            if worker is not self._last:
+                _sampled(worker.request(p.Sample(id, self.inner[id]), self.deadline_s), id)
+                self._last = worker
+            reply = worker.request(p.Sample(id, self.inner[id]), self.deadline_s)
+        return _sampled(reply, id)
 
 
 def _sampled(reply: p.Reply, what: str) -> float:

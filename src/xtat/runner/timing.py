@@ -12,6 +12,7 @@ import numpy as np
 
 SETTLE_PAIRS_FACTOR = 10  # a settling candidate's pairs: at most this many times `contender_pairs`
 SETUP_PAIRS_FACTOR = 2  # a process setup's pairs of processes: at most this many times `setup_pairs`
+SETUP_SLOWER_MARGIN = 0.05  # a setup slower than the default by this much in every pair is decided (`setup_decided`)
 # Rounds taken and dropped after builds are placed, before any is kept: the first calls after a
 # build pay for page faults and cold caches, and in a placement the build calibrated first has sat
 # idle while the others were calibrated.
@@ -43,11 +44,16 @@ def setup_decided(ratios: Sequence[float], policy: TimingPolicy) -> bool:
     or more on some (the BlackJAX sampler's one-CPU factor read 1.72x over 2 pairs in one run and
     1.16x over 3 in the next), so a fixed count is too few there and wasted elsewhere: after
     `policy.setup_pairs`, pairs are added while the standard error of the mean log ratio exceeds
-    `policy.setup_error`, up to SETUP_PAIRS_FACTOR times `setup_pairs`."""
+    `policy.setup_error`, up to SETUP_PAIRS_FACTOR times `setup_pairs`. A setup that made the default
+    slower in every pair, by more than SETUP_SLOWER_MARGIN, takes no more, as a raced candidate
+    does (`Race`): how much slower it is decides nothing, and the ResNet step's one-CPU setup (0.57x
+    and 0.61x) took four pairs, 16.6 s of a quick run's 40 (docs/search.md)."""
     count = len(ratios)
     if count < policy.setup_pairs:
         return False
     if count < 2 or policy.setup_error <= 0 or count >= SETUP_PAIRS_FACTOR * policy.setup_pairs:
+        return True
+    if max(ratios) * (1 + SETUP_SLOWER_MARGIN) < 1:
         return True
     return float(np.std(np.log(ratios), ddof=1)) / math.sqrt(count) <= policy.setup_error
 

@@ -96,7 +96,8 @@ def explain(workload: Workload, db: str | Path | None = None, settings: TuneSett
     with open_runner(captured, settings, verify_inputs=False, prefix="xtat-explain-") as runner:
         measured = side_by_side(runner, make_stages(), variants, settings)
     if measured.default is None:
-        raise UserError(f"{captured.name}: the default failed to build; nothing to compare against")
+        why = "the default failed to build" if measured.default_failed else "no variant built"
+        raise UserError(f"{captured.name}: {why}; nothing to compare against")
     rows = {}
     for name, m in measured.configs.items():
         f = m.figures

@@ -89,8 +89,11 @@ def finalize(run: RunContext) -> Adoption:
     except WorkerFailure as failure:
         message = f"no significant improvement: finalist re-measurement failed ({failure.status}: {failure.error})"
         return decided(AdoptionOutcome.REMEASURE_FAILED, message)
-    if result.default is None:
+    if result.default_failed:
         return decided(AdoptionOutcome.DEFAULT_FAILED, "no significant improvement: the default failed to rebuild")
+    if result.default is None:
+        return decided(AdoptionOutcome.REMEASURE_FAILED,
+                       "no significant improvement: no finalist rebuilt for the re-measurement: the default stays")
 
     d = result.default
     default_ms, default_ci_ms = d.median_s * 1e3, (d.ci_s[0] * 1e3, d.ci_s[1] * 1e3)

@@ -1,5 +1,5 @@
-"""Configs measured side by side: each interleaved with the default, round by round in a new
-order, in fresh workers, and reported as paired speedups with bootstrap intervals.
+"""Configs measured side by side: each timed next to a sample of the default of its own, round by
+round in a new order, in fresh workers, and reported as paired speedups with intervals.
 
 One procedure for every decision that compares configs after the search: adoption (the
 finalists), `xtat explain` (a config without each of its stages) and `xtat compare` (every
@@ -40,31 +40,39 @@ class Measured:
 
 @dataclass(frozen=True)
 class SideBySide:
-    default: Figures | None  # None: the default did not build, so nothing has a speedup
+    default: Figures | None  # None: the default did not build, or nothing built beside it
     configs: dict[str, Measured]  # by the caller's names
+    default_failed: bool = False  # the default did not build, so nothing has a speedup
 
 
 def side_by_side(runner: Runner, stages: list, configs: Mapping[str, Config],
                  settings: TuneSettings) -> SideBySide:
-    """Measure `configs` (by name) interleaved with the default for `settings.rounds` rounds.
-    A config that fails to build gets an error; a worker failure while timing propagates
+    """Measure `configs` (by name), each next to the default, for `settings.rounds` rounds. A config
+    that fails to build gets an error; a worker failure while timing propagates
     (`WorkerFailure`), as the caller must decide what a failed comparison means."""
     ids = {name: config_id(config) if config else DEFAULT_ID for name, config in configs.items()}
     builds = {DEFAULT_ID: Candidate()}  # configs with one id (the same config twice) build once
     for name, config in configs.items():
         if ids[name] not in builds:
             builds[ids[name]] = concretize(stages, config)
-    samples = runner.interleave(list(builds.items()), settings.rounds, settings.timing)
-    base = samples.get(DEFAULT_ID)
-    if base is None:
+    pairs = runner.interleave(list(builds.items()), settings.rounds, settings.timing)
+    if pairs is None:
         return SideBySide(None, {name: Measured(config, error="the default failed to build")
-                                 for name, config in configs.items()})
+                                 for name, config in configs.items()}, default_failed=True)
+    # The default's figure: every sample of it, each taken next to one of a config's.
+    base = [default_s for samples in pairs.values() for default_s, _ in samples]
 
-    def figures(own: list[float]) -> Figures:
+    def figures(reference: list[float], own: list[float]) -> Figures:
         median, low, high = median_ci(own, seed=settings.seed)
-        speedup, s_low, s_high = speedup_ci(base, own, seed=settings.seed)
+        speedup, s_low, s_high = speedup_ci(reference, own, seed=settings.seed)
         return Figures(median, (low, high), speedup, (s_low, s_high))
 
-    rows = {name: Measured(config, figures(samples[ids[name]])) if ids[name] in samples
-            else Measured(config, error="failed to build") for name, config in configs.items()}
-    return SideBySide(figures(base), rows)
+    def measured(config: Config, id: str) -> Measured:
+        if id == DEFAULT_ID:  # the default itself, named as a config
+            return Measured(config, figures(base, base)) if base else Measured(config, error="nothing built beside it")
+        if id not in pairs:
+            return Measured(config, error="failed to build")
+        return Measured(config, figures([d for d, _ in pairs[id]], [own for _, own in pairs[id]]))
+
+    rows = {name: measured(config, ids[name]) for name, config in configs.items()}
+    return SideBySide(figures(base, base) if base else None, rows)
