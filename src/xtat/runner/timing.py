@@ -46,8 +46,8 @@ def setup_decided(ratios: Sequence[float], policy: TimingPolicy) -> bool:
     `policy.setup_pairs`, pairs are added while the standard error of the mean log ratio exceeds
     `policy.setup_error`, up to SETUP_PAIRS_FACTOR times `setup_pairs`. A setup that made the default
     slower in every pair, by more than SETUP_SLOWER_MARGIN, takes no more, as a raced candidate
-    does (`Race`): how much slower it is decides nothing, and the ResNet step's one-CPU setup (0.57x
-    and 0.61x) took four pairs, 16.6 s of a quick run's 40 (docs/search.md)."""
+    does (`Race`): how much slower it is decides nothing, and a pair of processes costs two process
+    starts and builds (docs/search.md)."""
     count = len(ratios)
     if count < policy.setup_pairs:
         return False
