@@ -341,7 +341,7 @@ class ProcessRunner:
         def sampler(side: tuple[WorkerProcess, int]) -> Callable[[], float]:
             worker, inner = side
 
-            def sample() -> float:  # after one dropped sample: the other process ran meanwhile (`ProcessPlacement.sample_pairs`)
+            def sample() -> float:  # after one dropped sample: the other process ran meanwhile (`sample_pairs`)
                 for _ in range(2):
                     seconds = _sampled(worker.request(p.Sample(REFERENCE_ID, inner), self.measure_deadline_s),
                                        "the reference")
