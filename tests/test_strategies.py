@@ -267,6 +267,36 @@ def test_sweep_combines_changes_within_the_margin_only_after_the_sweep():
     assert asked[1 + probes] == {"codegen": {"a": 2}, "passes": {"p": True}}
 
 
+def test_sweep_keeps_process_setups_to_the_time_the_other_decisions_had():
+    """A runtime decision's try starts processes (here 10 s against 1 s a compile): after one, the
+    next waits until the compile-only probes have taken as long, though it ranks above them; told
+    no cost, the sweep keeps its order."""
+    cpus, devices = Decision("runtime", "cpus", (0, 1), 0), Decision("runtime", "host_devices", (0, 2), 0)
+    unroll = Decision("program", "scan@3", (1, 2), 1)  # a per-op decision: after every global one
+
+    def asked(costs: bool, decisions: list[Decision]) -> list[Config]:
+        strategy = _strategy("sweep", decisions=decisions, budget=40)
+        order = []
+        for _ in range(1 + sum(len(configs) for _, configs in strategy.probes)):
+            config = strategy.ask()
+            order.append(config)
+            setup = "runtime" in config
+            strategy.tell(config, 1.0, spent_s=(10.0 if setup else 1.0) if costs else None)
+        return order
+
+    balanced = asked(True, [cpus, devices, A, B, C, E])
+    assert balanced[1] == {"runtime": {"cpus": 1}}  # the first setup ranks first and goes first
+    second = balanced.index({"runtime": {"host_devices": 2}})
+    assert second == 2 + 10  # after ten 1-s compiles, as long as the first setup took
+    assert all("runtime" not in c for c in balanced[2:second])
+    plain = asked(False, [cpus, devices, A, B, C, E])
+    assert plain[1:3] == [{"runtime": {"cpus": 1}}, {"runtime": {"host_devices": 2}}]
+    # With fewer compiles than the setup took, the second setup still comes before a per-op decision.
+    few = asked(True, [cpus, devices, C, unroll])
+    assert few[1:] == [{"runtime": {"cpus": 1}}, {"codegen": {"c": True}}, {"runtime": {"host_devices": 2}},
+                       {"program": {"scan@3": 2}}]
+
+
 # A space where only three of ten decisions change the executable: the rest are inert, as many
 # XLA options are on a given program. FakeBuilder: the executable is the effective decisions' values.
 EFFECTIVE = [Decision("codegen", f"e{i}", (0, 1, 2, 3), 0) for i in range(3)]

@@ -159,7 +159,8 @@ class SearchStrategy(ABC):
                 return config
         return None  # only known configs were proposed: the space is exhausted around the search
 
-    def tell(self, config: Config, seconds: float | None, same_as: Config | None = None) -> None:
+    def tell(self, config: Config, seconds: float | None, same_as: Config | None = None,
+             spent_s: float | None = None) -> None:
         key = config_key(config)
         self._pending.discard(key)
         self.results[key] = seconds

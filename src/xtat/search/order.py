@@ -36,7 +36,8 @@ from xtat.core.status import TrialStatus
 from xtat.store.base import Storage
 
 SHIPPED = Path(__file__).with_name("wins.json")
-GLOBAL_STAGES = ("runtime", "sharding", "passes", "codegen")
+SETUP_STAGE = "runtime"  # its decisions set up the process (a `ProcessSetup`): each try starts processes
+GLOBAL_STAGES = (SETUP_STAGE, "sharding", "passes", "codegen")
 TIE_MARGIN = 0.02  # as `tuning.settings.TuneSettings.tie_margin`
 
 

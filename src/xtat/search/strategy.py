@@ -13,9 +13,11 @@ class Strategy(Protocol):
     def ask(self) -> Config | None:
         """The next config to measure, or None when the strategy is done."""
 
-    def tell(self, config: Config, seconds: float | None, same_as: Config | None = None) -> None:
-        """The measured median of a config it asked for (None: failed or rejected), and an
-        earlier config whose executable it rebuilt exactly (None: a new executable)."""
+    def tell(self, config: Config, seconds: float | None, same_as: Config | None = None,
+             spent_s: float | None = None) -> None:
+        """The measured median of a config it asked for (None: failed or rejected), an earlier
+        config whose executable it rebuilt exactly (None: a new executable), and what its trial
+        cost in seconds (compile, checks and timing; None: not known)."""
 
     @property
     def no_ops(self) -> list[str]:

@@ -3,7 +3,10 @@
 The sweep is breadth first: every global decision's first value, then every
 global decision's second, and so on, so a short budget covers every decision
 before it spends probes on a multi-valued option's other values; the per-op
-decisions (search.order) follow the same way. It is also the no-op probe
+decisions (search.order) follow the same way. A process setup's probe (a runtime
+decision: each try starts processes) waits while such probes have taken longer
+than the others so far, so the setups get about half the sweep's time until the
+other global decisions run out (and still come before any per-op decision). It is also the no-op probe
 list: a decision none of
 whose values changes the executable (every probe came back the same
 executable as the base) is reported in `no_ops` and left out of the random
@@ -30,7 +33,7 @@ from typing import Any
 
 from xtat.core.space import Config, Decision, config_key, merge
 from xtat.search.base import SearchStrategy, requirements, value_of
-from xtat.search.order import TIE_MARGIN, is_per_op
+from xtat.search.order import SETUP_STAGE, TIE_MARGIN, is_per_op
 
 
 def breadth_first(probes: list[tuple[Decision, list[Config]]]) -> list[Config]:
@@ -47,7 +50,11 @@ def breadth_first(probes: list[tuple[Decision, list[Config]]]) -> list[Config]:
 class SweepThenRandom(SearchStrategy):
     def __init__(self, decisions: list[Decision], **options: Any) -> None:
         super().__init__(decisions, **options)
-        self._sweep = iter(breadth_first(self.probes))
+        self._sweep = breadth_first(self.probes)  # taken in order, but for `_next_probe`'s balance
+        self._setup_probes = {config_key(c) for d, configs in self.probes if d.stage == SETUP_STAGE for c in configs}
+        self._per_op_probes = {config_key(c) for d, configs in self.probes if is_per_op(d) for c in configs}
+        self._probe_keys_all = {config_key(c) for _, configs in self.probes for c in configs}
+        self._probe_spent = {True: 0.0, False: 0.0}  # told probes' seconds: those of a process setup, the rest
         self._swept = False
         # Decisions combined, each with its single change's seconds: a faster value of one, probed
         # later (the sweep is breadth first), is tried in its place.
@@ -60,13 +67,39 @@ class SweepThenRandom(SearchStrategy):
         combination = self._combine(clear_only=not self._swept)
         if combination is not None:
             return combination
-        probe = next(self._sweep, None)
+        probe = self._next_probe()
         if probe is not None:
             return probe
         if not self._swept:  # the changes within the margin join now
             self._swept = True
             return self._propose()
         return self.sample(keep_base=0.5)
+
+    def _next_probe(self) -> Config | None:
+        """The sweep's next probe in its order, except that a process setup's (a runtime decision:
+        each try starts fresh pairs of processes, 6-41x a compile-only try's time in the campaign
+        at 6667987) waits while such probes have taken longer than the others, or one is in flight:
+        a short budget is not spent on setups that rank first while options that rank just below
+        them, each a compile, go untried (the ResNet step's quick run spent 30 s of its 40 on
+        `cpus=1` and `host_devices=2` and never reached `algsimp` off, its 5.9x)."""
+        if not self._sweep:
+            return None
+        setups_ahead = (self._probe_spent[True] > self._probe_spent[False]
+                        or any(key in self._setup_probes for key in self._pending))
+        for index, config in enumerate(self._sweep):
+            key = config_key(config)
+            if key in self._per_op_probes:
+                break  # only setups are left of the global decisions: they come before any per-op one
+            if not (setups_ahead and key in self._setup_probes):
+                return self._sweep.pop(index)
+        return self._sweep.pop(0)
+
+    def tell(self, config: Config, seconds: float | None, same_as: Config | None = None,
+             spent_s: float | None = None) -> None:
+        key = config_key(config)
+        if spent_s is not None and key in self._probe_keys_all and key in self._pending:
+            self._probe_spent[key in self._setup_probes] += spent_s
+        super().tell(config, seconds, same_as, spent_s)
 
     def _observe(self, config: Config, seconds: float | None) -> None:
         if self._trying is not None and config_key(config) == config_key(self._trying[0]):

@@ -124,7 +124,8 @@ class SearchLoop:
 
     def tell(self, strategy: Strategy, config: Config, trial: Trial, first_with: dict[str, Config]) -> None:
         same_as = first_with.setdefault(trial.exe_hash, config) if trial.exe_hash else None
-        strategy.tell(config, self.figure_s(trial), same_as=same_as if same_as != config else None)
+        strategy.tell(config, self.figure_s(trial), same_as=same_as if same_as != config else None,
+                      spent_s=trial.spent_s)
 
     def figure_s(self, trial: Trial) -> float | None:
         """A measured trial's time as the search ranks it: the default's recorded time over the
