@@ -264,11 +264,14 @@ def test_racing_stops_a_slow_candidate_early_and_never_makes_it_a_finalist(db, m
     for t in raced:
         assert t.raced is True
         assert len(t.samples) == TuneSettings().race_min_samples < timing["samples"]
-        # Its 1 ms sleep per call shows against the default timed beside it (the pairs' reference):
-        # a sleep adds at least 1 ms, whatever the load; a ratio to the default's time alone does not
-        # hold, since a busy machine slows the default's compute and not the sleep.
+        # Its 1 ms sleep per call shows in every sample, whatever the load, and against the default
+        # timed beside it (the pairs' reference). Not "at least 1 ms more than the reference": the
+        # candidate's samples hold its own program's compute too, which need not match the
+        # default's (a fresh clone read 1.12 ms against 0.24 ms: 0.87 ms apart); a ratio to the
+        # default's time alone does not hold either, since load slows the compute and not the sleep.
+        assert min(t.samples) >= 1e-3 and len(t.reference_samples) == len(t.samples)
         paired = statistics.median(t.samples) - statistics.median(t.reference_samples)
-        assert paired > 0.9e-3, (t.samples, t.reference_samples)
+        assert paired > 0.5e-3, (t.samples, t.reference_samples)
         dots = 3 * t.config["program"]["knob:chunks"]  # the metrics are the candidate's own program's
         assert t.metrics["hlo"]["ops"]["dot"] == dots and t.metrics["memory"]["peak_memory_in_bytes"] > 0
     assert result.finalists == () and not result.adopted
