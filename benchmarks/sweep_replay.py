@@ -11,7 +11,7 @@ the real sweep asked in turn and told each probe's recorded `spent_s` (and, for 
 no cost). Every probe is told the same time, so nothing is combined: what is replayed is the
 order of the probes. A winner is a decision whose trial's paired interval lay above 1 + the tie
 margin. Prints, per program, the seconds of recorded trials spent when each winner is reached.
-Probes the store lacks (the run ended first) are told at no cost and listed as not reached.
+Probes the store lacks (the run ended first) cost nothing in the replay.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DEFAULT = "<xla-default>"  # the decisions' default here: a value no trial sets
 
 def replay(db: str) -> tuple[str, dict[str, tuple[float | None, float | None]]]:
     """The program's name, and per winning decision the seconds spent when it was reached
-    (balanced, plain; None: not among the stored trials' probes)."""
+    (balanced, plain)."""
     store = Store.open(db)
     workload = store.workloads()[0]
     spent: dict[str, float] = {}

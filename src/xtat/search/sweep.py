@@ -6,11 +6,11 @@ before it spends probes on a multi-valued option's other values; the per-op
 decisions (search.order) follow the same way. A process setup's probe (a runtime
 decision: each try starts processes) waits while such probes have taken longer
 than the others so far, so the setups get about half the sweep's time until the
-other global decisions run out (and still come before any per-op decision). It is also the no-op probe
-list: a decision none of
-whose values changes the executable (every probe came back the same
-executable as the base) is reported in `no_ops` and left out of the random
-phase.
+other global decisions run out (and still come before any per-op decision).
+
+It is also the no-op probe list: a decision none of whose values changes the
+executable (every probe came back the same executable as the base) is reported
+in `no_ops` and left out of the random phase.
 
 Wins of separate decisions often add up, and a budget spent on the sweep alone
 never tries them together. So helpful single changes are combined greedily: each
@@ -80,8 +80,8 @@ class SweepThenRandom(SearchStrategy):
         each try starts fresh pairs of processes, 6-41x a compile-only try's time in the campaign
         at 6667987) waits while such probes have taken longer than the others, or one is in flight:
         a short budget is not spent on setups that rank first while options that rank just below
-        them, each a compile, go untried (the ResNet step's quick run spent 30 s of its 40 on
-        `cpus=1` and `host_devices=2` and never reached `algsimp` off, its 5.9x)."""
+        them, each a compile, go untried (at 6667987 the ResNet step's quick run spent 30 s of its
+        40 on `cpus=1` and `host_devices=2` and never reached `algsimp` off, its 5.9x)."""
         if not self._sweep:
             return None
         setups_ahead = (self._probe_spent[True] > self._probe_spent[False]
