@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 
+from xtat.core.errors import StoreError
 from xtat.core.space import Config, Decision, config_key
 from xtat.core.status import TrialStatus
 from xtat.search import make_strategy
@@ -30,12 +31,22 @@ DEFAULT = "<xla-default>"  # the decisions' default here: a value no trial sets
 def replay(db: str) -> tuple[str, dict[str, tuple[float | None, float | None]]]:
     """The program's name, and per winning decision the seconds spent when it was reached
     (balanced, plain)."""
-    store = Store.open(db)
-    workload = store.workloads()[0]
+    try:
+        store = Store.open(db, read_only=True)  # a replay writes nothing, and creates no store where none is
+    except StoreError as error:
+        raise SystemExit(f"sweep_replay: {error}: give a store that `xtat tune --db` wrote") from None
+    try:
+        workloads = store.workloads()
+        if not workloads:
+            raise SystemExit(f"sweep_replay: {db} holds no tuning run: give a store that `xtat tune --db` wrote")
+        workload = workloads[0]
+        trials = store.trials(workload.id)
+    finally:
+        store.close()
     spent: dict[str, float] = {}
     won: set[str] = set()
     values: dict[tuple[str, str], list[object]] = {}
-    for trial in store.trials(workload.id):
+    for trial in trials:
         if trial.status not in (TrialStatus.OK, TrialStatus.DUPLICATE) or trial.spent_s is None:
             continue
         changes = [(stage, id, value) for stage, ids in trial.config.items() for id, value in ids.items()]
