@@ -75,8 +75,11 @@ def finalize(run: RunContext) -> Adoption:
     searched = [(t, Figure(speedup, t.speedup_low or speedup, t.speedup_high or speedup)) for t in trials
                 if t.config and t.status == TrialStatus.OK and (speedup := search_speedup(t, default)) is not None]
     shortlist = promising(searched, default, settings, settings.finalists + 2, sure=False)
-    shortlist += near_ties(searched, default, settings, settings.finalists - len(shortlist))
-    retimed = [(t, fresh) for t, fresh in (retime(run, t) for t, _ in shortlist) if fresh is not None]
+    near = near_ties(searched, default, settings, settings.finalists - len(shortlist))
+    # A near tie gets one fresh block, not timed on: on a program with nothing to find every
+    # shortlisted config is a near tie, and settling each would add seconds for nothing.
+    retimed = [(t, fresh) for t, fresh in [*(retime(run, t) for t, _ in shortlist),
+                                           *(retime(run, t, settle_s=0.0) for t, _ in near)] if fresh is not None]
     candidates = with_remainders([t for t, _ in promising(retimed, default, settings, settings.finalists)], trials)
     default_ms = default.median_s * 1e3
     default_ci_ms = ((default.ci_low_s or default.median_s) * 1e3, (default.ci_high_s or default.median_s) * 1e3)
