@@ -157,24 +157,6 @@ def test_a_shortlisted_config_that_fails_its_check_when_timed_again_is_demoted(d
     assert not result.adopted
 
 
-def test_a_near_tie_is_timed_again_when_nothing_clears_the_margin_and_its_win_adopted(db):
-    # Every config with the vector width 512 is a 1.3x win whose search block reads 1.015x (its first
-    # 20 samples are slow): inside the 1.02 tie margin, so no finalist clears it. Its interval still
-    # reaches past the margin, so it is shortlisted as a near tie, and its fresh block shows the win.
-    samples_of: dict[str, int] = {}
-
-    def time_of(c: Candidate) -> float:
-        if c.compile_options.get(WIDTH) != 512:
-            return DEFAULT_S
-        key = repr(sorted(c.compile_options.items()))
-        samples_of[key] = samples_of.get(key, 0) + 1
-        return DEFAULT_S / (1.015 if samples_of[key] <= 20 else 1.3)
-
-    result = tune(db, FakeRunner(time_of, jitter=0.01), finalists=1)
-    assert result.adopted and result.best_config["codegen"].get(WIDTH) == 512, result.message
-    assert 1.2 < result.speedup < 1.4
-
-
 def test_a_process_setup_that_adds_no_more_than_the_tie_margin_is_left_out_of_the_adopted_config(db):
     # One CPU makes every build 1.5% faster (inside the tie margin) and the vector width 512 makes it
     # 1.3x faster: the fastest finalist holds both, and side by side is no faster than the width alone

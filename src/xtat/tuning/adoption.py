@@ -68,18 +68,10 @@ def finalize(run: RunContext) -> Adoption:
     # shortlist asks nothing of the search figure's interval: a win of a few percent has a short
     # block's interval reaching 1 as often as not. A raced trial (stopped once known slower than
     # the incumbent) may be shortlisted on its partial figure: its incumbent may have been a phantom.
-    # While fewer than the finalists are past the margin, near ties (faster than the default, within
-    # the margin, their interval reaching past it) make up the count: in a short search a win of a
-    # few percent reads inside the margin as often as past it (GPT train's `cse` off at quick effort,
-    # 1.014x in the search, 1.05x confirmed), and only its own block of pairs can tell.
     searched = [(t, Figure(speedup, t.speedup_low or speedup, t.speedup_high or speedup)) for t in trials
                 if t.config and t.status == TrialStatus.OK and (speedup := search_speedup(t, default)) is not None]
     shortlist = promising(searched, default, settings, settings.finalists + 2, sure=False)
-    near = near_ties(searched, default, settings, settings.finalists - len(shortlist))
-    # A near tie gets one fresh block, not timed on: on a program with nothing to find every
-    # shortlisted config is a near tie, and settling each would add seconds for nothing.
-    retimed = [(t, fresh) for t, fresh in [*(retime(run, t) for t, _ in shortlist),
-                                           *(retime(run, t, settle_s=0.0) for t, _ in near)] if fresh is not None]
+    retimed = [(t, fresh) for t, fresh in (retime(run, t) for t, _ in shortlist) if fresh is not None]
     candidates = with_remainders([t for t, _ in promising(retimed, default, settings, settings.finalists)], trials)
     default_ms = default.median_s * 1e3
     default_ci_ms = ((default.ci_low_s or default.median_s) * 1e3, (default.ci_high_s or default.median_s) * 1e3)
@@ -191,23 +183,6 @@ def outdone_by_remainder(finalist: Finalist, measured: list[Finalist], settings:
         return False
     alone = next((f for f in measured if config_key(f.config) == config_key(rest)), None)
     return alone is not None and finalist.speedup_ci[0] <= alone.speedup * (1.0 + settings.tie_margin)
-
-
-def near_ties(figures: list[tuple[Trial, Figure]], default: Trial, settings: TuneSettings,
-              count: int) -> list[tuple[Trial, Figure]]:
-    """The `count` fastest configs, one per executable, faster than the default but within the tie
-    margin, whose interval still reaches past it: wins the search's short block could not tell apart."""
-    bar = 1.0 + settings.tie_margin
-    chosen: list[tuple[Trial, Figure]] = []
-    seen = {default.exe_hash}
-    for t, figure in sorted(figures, key=lambda pair: -pair[1].speedup):
-        if len(chosen) >= count:
-            break
-        if t.exe_hash in seen or not 1.0 < figure.speedup <= bar or figure.high <= bar:
-            continue
-        seen.add(t.exe_hash)
-        chosen.append((t, figure))
-    return chosen
 
 
 def deployment_note(candidate: Candidate) -> str:

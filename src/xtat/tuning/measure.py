@@ -111,7 +111,7 @@ def race_incumbent(trials: list[Trial]) -> float:
                 if t.status == TrialStatus.OK and t.speedup is not None and not t.raced), default=1.0)
 
 
-def retime(run: RunContext, trial: Trial, settle_s: float | None = None) -> tuple[Trial, Figure | None]:
+def retime(run: RunContext, trial: Trial) -> tuple[Trial, Figure | None]:
     """A shortlisted trial timed again: a fresh block of `contender_pairs` pairs with the reference,
     timed on while its interval still holds 1 + tie_margin, up to `settle_s` (a win of a few percent
     reads either side of the margin in 15 pairs, and the block costs about a second on most
@@ -119,7 +119,6 @@ def retime(run: RunContext, trial: Trial, settle_s: float | None = None) -> tupl
     The shortlist is the fastest of many noisy figures, so each is biased up (the winner's curse,
     or a block of pairs that fell in one lucky episode); a block taken after the choice is not, and
     it alone ranks the finalists. The record keeps every pair: the block is added to the trial's.
-    `settle_s` (default: the settings') bounds the timing on past the first block.
     Returns the trial as recorded now and the fresh block's figure: None when it was not timed
     (recorded without pairs, or its rebuild failed: the finalists' re-measurement records that),
     or when it now fails its check (demoted: it may never be chosen)."""
@@ -130,8 +129,7 @@ def retime(run: RunContext, trial: Trial, settle_s: float | None = None) -> tupl
     built = runner.build(cid, candidate)
     if isinstance(built, Failed):
         return trial, None
-    timing = replace(settings.timing, samples=settings.timing.contender_pairs,
-                     settle_s=settings.settle_s if settle_s is None else settle_s)
+    timing = replace(settings.timing, samples=settings.timing.contender_pairs, settle_s=settings.settle_s)
     # The bar is the margin, and the race is never lost: the block decides only when to stop.
     bar = Race(incumbent=1.0 + settings.tie_margin, margin=math.inf)
     timed = runner.measure(cid, candidate, settings.tolerance, timing, race=bar)
