@@ -169,7 +169,7 @@ def with_remainders(candidates: list[Trial], trials: list[Trial]) -> list[Trial]
     chosen, keys = list(candidates), {config_key(t.config) for t in candidates}
     for t in candidates:
         key = config_key(without_setup(t.config))
-        if key != config_key(t.config) and key in by_key and key not in keys:
+        if t.config.get(SETUP_STAGE) and key in by_key and key not in keys:
             chosen.append(by_key[key])
             keys.add(key)
     return chosen
@@ -178,9 +178,9 @@ def with_remainders(candidates: list[Trial], trials: list[Trial]) -> list[Trial]
 def outdone_by_remainder(finalist: Finalist, measured: list[Finalist], settings: TuneSettings) -> bool:
     """Whether a finalist that sets up the process is no faster side by side than the rest of its
     config alone beyond the tie margin: then the rest stands for it, deployable without `xtat run`."""
-    rest = without_setup(finalist.config)
-    if rest == finalist.config:
+    if not finalist.config.get(SETUP_STAGE):
         return False
+    rest = without_setup(finalist.config)
     alone = next((f for f in measured if config_key(f.config) == config_key(rest)), None)
     return alone is not None and finalist.speedup_ci[0] <= alone.speedup * (1.0 + settings.tie_margin)
 
