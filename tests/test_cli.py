@@ -80,8 +80,8 @@ def test_tune_json_contract_show_trials_apply_export_import(db, tmp_path):
     export = tmp_path / "export.json"
     run("export", export, "--db", db)
     other = tmp_path / "other.db"
-    run("import", export, "--db", other)
-    assert len(_trials(other)) == 3
+    imported = run("import", export, "--db", other)
+    assert imported.stdout.startswith("imported") and len(_trials(other)) == 3
     # Every command's result on stdout; on stderr nothing but progress and notes (`xtat tune >
     # result.txt` keeps the result). The tune again resumes: nothing new is measured.
     again = run("tune", tiny_target("tiny_mlp"), "--db", db, "--budget", "3", "--options", OPTIONS,
@@ -89,8 +89,6 @@ def test_tune_json_contract_show_trials_apply_export_import(db, tmp_path):
     assert "speedup" in again.stdout and "default" in again.stdout and "new 0" in again.stdout
     preset = run("export", "-", "--preset", "python", "--db", db) if document["adopted"] else None
     assert preset is None or "COMPILER_OPTIONS" in preset.stdout
-    imported = run("import", export, "--db", tmp_path / "third.db")
-    assert imported.stdout.startswith("imported")
     explained = run("explain", tiny_target("tiny_mlp"), "--db", db, "--rounds", "3") if document["adopted"] else None
     for shown in (again, run("show", "--db", db), run("trials", "tiny_mlp", "--db", db), preset, imported,
                   run("suite", "list"), explained):

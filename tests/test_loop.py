@@ -171,6 +171,28 @@ def test_a_process_setup_that_adds_no_more_than_the_tie_margin_is_left_out_of_th
     assert result.adopted and result.best_config == {"codegen": {WIDTH: 512}}, (result.best_config, result.message)
 
 
+def test_configs_sharing_a_lucky_setup_factor_hold_one_finalist_and_leave_room_for_a_real_win(db):
+    # One CPU does nothing, but its factors were measured on lucky pairs of processes: every config
+    # holding it (alone or with two host devices) reads 1.08x in the search and when timed again,
+    # and 1.0x side by side. The vector width 512 is a real 1.05x (it does not build with one CPU).
+    # The two finalists' places are not both given to configs with a setup: the width takes one,
+    # and is adopted.
+    def time_of(c: Candidate) -> float | TrialStatus:
+        width = c.compile_options.get(WIDTH) == 512
+        if width and c.process.cpus == 1:
+            return TrialStatus.COMPILE_ERROR
+        return DEFAULT_S / (1.05 if width else 1.0)
+
+    runner = FakeRunner(time_of, jitter=0.003, misread=lambda c: 1.08 if c.process.cpus == 1 else 1.0)
+    result = tune(db, runner, finalists=2, stages=("runtime", "codegen"), options=(WIDTH, LEVEL), strategy="grid")
+    lifted = [t for t in trials(db) if t.status == TrialStatus.OK and t.config.get("runtime", {}).get("cpus") == 1]
+    assert len(lifted) >= 3 and all(t.speedup > 1.05 for t in lifted)  # they outrank the width in the search
+    assert result.adopted, result.message
+    assert result.best_config["codegen"][WIDTH] == 512 and "runtime" not in result.best_config, result.best_config
+    setups = [f.config["runtime"] for f in result.finalists if f.config.get("runtime")]
+    assert len(setups) == 1, result.finalists  # the fastest with a setup, and the width's place
+
+
 def test_a_config_with_the_default_executable_is_a_duplicate_and_a_no_op(db):
     runner = FakeRunner(lambda c: DEFAULT_S,
                         exe_of=lambda c: "same" if c.compile_options.get(WIDTH) else repr(c.compile_options))
