@@ -171,7 +171,7 @@ def test_a_process_setup_that_adds_no_more_than_the_tie_margin_is_left_out_of_th
     assert result.adopted and result.best_config == {"codegen": {WIDTH: 512}}, (result.best_config, result.message)
 
 
-def test_configs_sharing_a_lucky_setup_factor_hold_one_finalist_and_leave_room_for_a_real_win(db):
+def test_configs_lifted_by_a_lucky_setup_factor_leave_a_finalist_place_to_a_real_win_without_one(db):
     # One CPU does nothing, but its factors were measured on lucky pairs of processes: every config
     # holding it (alone or with two host devices) reads 1.08x in the search and when timed again,
     # and 1.0x side by side. The vector width 512 is a real 1.05x (it does not build with one CPU).
