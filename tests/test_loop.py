@@ -175,8 +175,8 @@ def test_configs_lifted_by_a_lucky_setup_factor_leave_a_finalist_place_to_a_real
     # One CPU does nothing, but its factors were measured on lucky pairs of processes: every config
     # holding it (alone or with two host devices) reads 1.08x in the search and when timed again,
     # and 1.0x side by side. The vector width 512 is a real 1.05x (it does not build with one CPU).
-    # The two finalists' places are not both given to configs with a setup: the width takes one,
-    # and is adopted.
+    # Configs with a setup take at most half the shortlist's and the finalists' places: the width
+    # takes one of the two finalists', and is adopted.
     def time_of(c: Candidate) -> float | TrialStatus:
         width = c.compile_options.get(WIDTH) == 512
         if width and c.process.cpus == 1:
@@ -190,7 +190,7 @@ def test_configs_lifted_by_a_lucky_setup_factor_leave_a_finalist_place_to_a_real
     assert result.adopted, result.message
     assert result.best_config["codegen"][WIDTH] == 512 and "runtime" not in result.best_config, result.best_config
     setups = [f.config["runtime"] for f in result.finalists if f.config.get("runtime")]
-    assert len(setups) == 1, result.finalists  # the fastest with a setup, and the width's place
+    assert len(setups) <= 1, result.finalists  # one place with a setup (it may give way to its rest)
 
 
 def test_a_config_with_the_default_executable_is_a_duplicate_and_a_no_op(db):

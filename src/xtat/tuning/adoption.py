@@ -70,7 +70,7 @@ def finalize(run: RunContext) -> Adoption:
     # the incumbent) may be shortlisted on its partial figure: its incumbent may have been a phantom.
     searched = [(t, Figure(speedup, t.speedup_low or speedup, t.speedup_high or speedup)) for t in trials
                 if t.config and t.status == TrialStatus.OK and (speedup := search_speedup(t, default)) is not None]
-    # In both, a place is kept for a config without a process setup (`promising`).
+    # In both, configs with a process setup take at most half the places (`promising`).
     shortlist = promising(searched, default, settings, settings.finalists + 2, sure=False)
     retimed = [(t, fresh) for t, fresh in (retime(run, t) for t, _ in shortlist) if fresh is not None]
     finalists = promising(retimed, default, settings, settings.finalists)
@@ -145,25 +145,28 @@ def promising(figures: list[tuple[Trial, Figure]], default: Trial, settings: Tun
     """The `count` fastest configs by their figure, one per executable, each faster than the default
     beyond the tie margin, and if `sure`, with its interval's lower bound above 1.
 
-    When every one chosen sets up the process, the last gives way to the fastest that does not.
-    Configs with a process setup share the measurement of its factor over a few pairs of
+    Configs that set up the process take at most half the places (rounded up) while configs that
+    do not are left. They share the measurement of the setup's factor over a few pairs of
     processes, and its error: a lucky factor lifts them all (debug_print's one CPU with two host
-    devices read 1.07x in the search and 1.00x side by side, and its configs took both finalists'
-    places from a 1.05x codegen win). A config without a setup is timed beside the default in one
-    worker, and deploys without `xtat run`."""
+    devices read 1.07x in the search and 1.00x side by side, and configs with a setup took every
+    place of quick's shortlist from a 1.04x codegen win). A config without a setup is timed beside
+    the default in one worker, and deploys without `xtat run`."""
+    open_to_setups = (count + 1) // 2
     chosen: list[tuple[Trial, Figure]] = []
+    held: list[tuple[Trial, Figure]] = []  # configs with a setup past their places
     seen = {default.exe_hash}
     for t, figure in sorted(figures, key=lambda pair: -pair[1].speedup):
         if t.exe_hash in seen or figure.speedup <= 1.0 + settings.tie_margin or (sure and figure.low <= 1.0):
             continue
-        if len(chosen) < count:
-            seen.add(t.exe_hash)
-            chosen.append((t, figure))
-        elif count < 2 or any(not c.config.get(SETUP_STAGE) for c, _ in chosen):
+        seen.add(t.exe_hash)
+        with_setup = sum(bool(c.config.get(SETUP_STAGE)) for c, _ in chosen)
+        if t.config.get(SETUP_STAGE) and with_setup >= open_to_setups:
+            held.append((t, figure))
+            continue
+        chosen.append((t, figure))
+        if len(chosen) == count:
             break
-        elif not t.config.get(SETUP_STAGE):
-            return [*chosen[:count - 1], (t, figure)]
-    return chosen
+    return sorted([*chosen, *held[:count - len(chosen)]], key=lambda pair: -pair[1].speedup)
 
 
 def without_setup(config: Config) -> Config:
