@@ -25,7 +25,11 @@ from xtat.suite.routing import DISPATCH_METHODS, queue_slots
 # check values, not speed.
 FAST_COMPILE = {"xla_backend_optimization_level": 0}
 ENTRIES = {entry.name: entry for module in (moe, halonet, mesh_transformer, bayes) for entry in module.ENTRIES}
-CASES = [(name, form) for name in ENTRIES for form in FORMS]
+# The MoE train steps differ only in their router, which the dispatch tests below check each of:
+# the default run trains the GLaM one, `pytest -m slow -k finite_and_deterministic` the others.
+SLOW_CASES = {("moe-switch", "train"), ("moe-sbase", "train"), ("moe-hash", "train")}
+CASES = [pytest.param(name, form, marks=pytest.mark.slow) if (name, form) in SLOW_CASES else (name, form)
+         for name in ENTRIES for form in FORMS]
 
 
 @dataclasses.dataclass(frozen=True)
