@@ -159,10 +159,11 @@ def promising(figures: list[tuple[Trial, Figure]], default: Trial, settings: Tun
         if t.exe_hash in seen or figure.speedup <= 1.0 + settings.tie_margin or (sure and figure.low <= 1.0):
             continue
         seen.add(t.exe_hash)
-        with_setup = sum(bool(c.config.get(SETUP_STAGE)) for c, _ in chosen)
-        if t.config.get(SETUP_STAGE) and with_setup >= open_to_setups:
-            held.append((t, figure))
-            continue
+        if t.config.get(SETUP_STAGE):
+            if open_to_setups == 0:
+                held.append((t, figure))
+                continue
+            open_to_setups -= 1
         chosen.append((t, figure))
         if len(chosen) == count:
             break
