@@ -159,7 +159,7 @@ def promising(figures: list[tuple[Trial, Figure]], default: Trial, settings: Tun
         if t.exe_hash in seen or figure.speedup <= 1.0 + settings.tie_margin or (sure and figure.low <= 1.0):
             continue
         seen.add(t.exe_hash)
-        if t.config.get(SETUP_STAGE):
+        if sets_up_process(t.config):
             if open_to_setups == 0:
                 held.append((t, figure))
                 continue
@@ -168,6 +168,11 @@ def promising(figures: list[tuple[Trial, Figure]], default: Trial, settings: Tun
         if len(chosen) == count:
             break
     return sorted([*chosen, *held[:count - len(chosen)]], key=lambda pair: -pair[1].speedup)
+
+
+def sets_up_process(config: Config) -> bool:
+    """Whether the config holds a process setup (runtime decisions): it deploys with `xtat run`."""
+    return bool(config.get(SETUP_STAGE))
 
 
 def without_setup(config: Config) -> Config:
@@ -185,7 +190,7 @@ def with_remainders(candidates: list[Trial], trials: list[Trial]) -> list[Trial]
     chosen, keys = list(candidates), {config_key(t.config) for t in candidates}
     for t in candidates:
         key = config_key(without_setup(t.config))
-        if t.config.get(SETUP_STAGE) and key in by_key and key not in keys:
+        if sets_up_process(t.config) and key in by_key and key not in keys:
             chosen.append(by_key[key])
             keys.add(key)
     return chosen
@@ -194,7 +199,7 @@ def with_remainders(candidates: list[Trial], trials: list[Trial]) -> list[Trial]
 def outdone_by_remainder(finalist: Finalist, measured: list[Finalist], settings: TuneSettings) -> bool:
     """Whether a finalist that sets up the process is no faster side by side than the rest of its
     config alone beyond the tie margin: then the rest stands for it, deployable without `xtat run`."""
-    if not finalist.config.get(SETUP_STAGE):
+    if not sets_up_process(finalist.config):
         return False
     rest = without_setup(finalist.config)
     alone = next((f for f in measured if config_key(f.config) == config_key(rest)), None)
