@@ -171,6 +171,26 @@ def test_a_process_setup_that_adds_no_more_than_the_tie_margin_is_left_out_of_th
     assert result.adopted and result.best_config == {"codegen": {WIDTH: 512}}, (result.best_config, result.message)
 
 
+def test_a_process_setup_alone_stands_for_a_finalist_whose_rest_adds_no_more_than_the_tie_margin(db):
+    # One CPU makes every build 1.12x faster; the vector width 512 adds 1% (inside the tie margin);
+    # two host devices make it slower. The fastest finalist holds one CPU and the width; side by
+    # side it is no faster than one CPU alone beyond the margin, so one CPU alone is adopted (fewer
+    # decisions), though it was never a finalist itself.
+    def time_of(c: Candidate) -> float:
+        width = 1.01 if c.compile_options.get(WIDTH) == 512 else 1.0
+        devices = 1.3 if (c.process.host_devices or 1) > 1 else 1.0
+        return DEFAULT_S / width / (1.12 if c.process.cpus == 1 else 1.0) * devices
+
+    result = tune(db, FakeRunner(time_of, jitter=0.002), finalists=1, stages=("runtime", "codegen"),
+                  options=(WIDTH,), strategy="grid")
+    setup_alone = {"runtime": {"cpus": 1}}
+    assert any(t.config == setup_alone for t in trials(db))  # the search timed one CPU alone
+    assert result.adopted and result.best_config == setup_alone, (result.best_config, result.message)
+    # The one finalist gave way to its parts; the width alone (a tie) is no finalist of its own.
+    timed = sorted(map(str, (f.config for f in result.finalists)))
+    assert timed == sorted(map(str, [setup_alone, {"codegen": {WIDTH: 512}}])), timed
+
+
 def test_configs_lifted_by_a_lucky_setup_factor_leave_a_finalist_place_to_a_real_win_without_one(db):
     # One CPU does nothing, but its factors were measured on lucky pairs of processes: every config
     # holding it (alone or with two host devices) reads 1.08x in the search and when timed again,

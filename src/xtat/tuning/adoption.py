@@ -74,7 +74,7 @@ def finalize(run: RunContext) -> Adoption:
     shortlist = promising(searched, default, settings, settings.finalists + 2, sure=False)
     retimed = [(t, fresh) for t, fresh in (retime(run, t) for t, _ in shortlist) if fresh is not None]
     finalists = promising(retimed, default, settings, settings.finalists)
-    candidates = with_remainders([t for t, _ in finalists], trials)
+    candidates = with_parts([t for t, _ in finalists], trials)
     default_ms = default.median_s * 1e3
     default_ci_ms = ((default.ci_low_s or default.median_s) * 1e3, (default.ci_high_s or default.median_s) * 1e3)
 
@@ -102,7 +102,7 @@ def finalize(run: RunContext) -> Adoption:
     default_ms, default_ci_ms = d.median_s * 1e3, (d.ci_s[0] * 1e3, d.ci_s[1] * 1e3)
     measured = [Finalist(t.id, t.config, f.median_s, f.ci_s, f.speedup, f.speedup_ci)
                 for t in candidates if (f := result.configs[str(t.id)].figures) is not None]
-    measured = [f for f in measured if not outdone_by_remainder(f, measured, settings)]
+    measured = [f for f in measured if not outdone_by_part(f, measured, settings)]
     measured.sort(key=lambda f: -f.speedup)
 
     for index, finalist in enumerate(measured):
@@ -180,30 +180,40 @@ def without_setup(config: Config) -> Config:
     return {stage: values for stage, values in config.items() if stage != SETUP_STAGE and values}
 
 
-def with_remainders(candidates: list[Trial], trials: list[Trial]) -> list[Trial]:
-    """The finalists, and after them, for each that sets up the process, the measured trial of the
-    rest of its config where the search timed one (and it is not a finalist already). A process
-    setup needs `xtat run` to deploy, and its effect, measured across pairs of processes, reads
-    a few percent either way by chance: debug_print's one-CPU setup, 0.99x on its own, rode on a
-    codegen win (1.04x alone) to a 1.066x confirmation and delivered 1.017x under `xtat run`."""
+def parts(config: Config) -> list[Config]:
+    """A config that sets up the process and holds more, split in two: its setup alone and the rest
+    alone. Empty for any other config."""
+    rest = without_setup(config)
+    if not sets_up_process(config) or not rest:
+        return []
+    return [{SETUP_STAGE: config[SETUP_STAGE]}, rest]
+
+
+def with_parts(candidates: list[Trial], trials: list[Trial]) -> list[Trial]:
+    """The finalists, and after them, for each that sets up the process and holds more, the
+    measured trials of its two parts (`parts`) where the search timed them (and they are not
+    finalists already), to be timed side by side with it. A win of one part may carry the other
+    into the finalists: debug_print's one-CPU setup, 0.99x on its own, rode on a codegen win (1.04x
+    alone) to a 1.066x confirmation and delivered 1.017x under `xtat run`; the Haiku transformer's
+    one CPU (1.13x delivered alone) carried two passes and two fusion barriers off into a config
+    that delivered 1.09x."""
     by_key = {config_key(t.config): t for t in trials if t.status == TrialStatus.OK and t.config}
     chosen, keys = list(candidates), {config_key(t.config) for t in candidates}
     for t in candidates:
-        key = config_key(without_setup(t.config))
-        if sets_up_process(t.config) and key in by_key and key not in keys:
-            chosen.append(by_key[key])
-            keys.add(key)
+        for key in (config_key(part) for part in parts(t.config)):
+            if key in by_key and key not in keys:
+                chosen.append(by_key[key])
+                keys.add(key)
     return chosen
 
 
-def outdone_by_remainder(finalist: Finalist, measured: list[Finalist], settings: TuneSettings) -> bool:
-    """Whether a finalist that sets up the process is no faster side by side than the rest of its
-    config alone beyond the tie margin: then the rest stands for it, deployable without `xtat run`."""
-    if not sets_up_process(finalist.config):
-        return False
-    rest = without_setup(finalist.config)
-    alone = next((f for f in measured if config_key(f.config) == config_key(rest)), None)
-    return alone is not None and finalist.speedup_ci[0] <= alone.speedup * (1.0 + settings.tie_margin)
+def outdone_by_part(finalist: Finalist, measured: list[Finalist], settings: TuneSettings) -> bool:
+    """Whether a finalist that sets up the process and holds more is no faster side by side than
+    one of its parts alone beyond the tie margin: then the part stands for it, with fewer decisions
+    to carry (and, for the rest, deployable without `xtat run`)."""
+    keys = {config_key(part) for part in parts(finalist.config)}
+    return any(config_key(f.config) in keys and finalist.speedup_ci[0] <= f.speedup * (1.0 + settings.tie_margin)
+               for f in measured)
 
 
 def deployment_note(candidate: Candidate) -> str:

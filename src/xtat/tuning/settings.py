@@ -44,7 +44,7 @@ EFFORTS: dict[Effort, dict[str, Any]] = {
     # Two finalists: on near-equal fresh figures the faster is a coin toss, and with one, a finalist
     # no faster side by side ends the run (GPT train step, docs/search.md "At commit c4d4804").
     Effort.QUICK: dict(budget=None, time_s=40.0, finalists=2, confirm_looks=3, confirm_time_s=30.0, setup_pairs=2),
-    Effort.STANDARD: dict(budget=None, time_s=180.0, finalists=3, confirm_looks=4, confirm_time_s=60.0),
+    Effort.STANDARD: dict(budget=None, time_s=165.0, finalists=3, confirm_looks=4, confirm_time_s=60.0),
     Effort.EXHAUSTIVE: dict(budget=1000, time_s=None, finalists=5, confirm_looks=6, confirm_time_s=120.0),
 }
 
