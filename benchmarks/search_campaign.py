@@ -4,6 +4,8 @@ tuning run, each with its adopted config, search, side-by-side, confirmed and de
     .venv/bin/python benchmarks/search_campaign.py TARGET... [--efforts quick,standard] [--no-ceiling] \
         [--ceiling-from CEILING.json] [--pairs 4] [--rounds 11] [--json OUT.json] [--keep FOLDER]
     .venv/bin/python benchmarks/search_campaign.py --summarise OUT.json... (the lines of several runs together)
+    .venv/bin/python benchmarks/search_campaign.py --again OUT.json --keep FOLDER --pairs 12 --json AGAIN.json
+        (each adopted run's delivered figure measured again from the stores the campaign kept)
 
 TARGET names a workload as `xtat tune` does (examples/NAME.py:make, suite:gpt/inference, ...). Per target:
 
@@ -91,10 +93,43 @@ def search_figures(db: Path, finalists: list[dict]) -> list[dict]:
     return rows
 
 
-def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds: int, keep: Path | None,
-        ceiling_from: Path | None = None) -> dict:
+def delivered_figures(target: str, db: Path, config: dict, rounds: int, pairs: int, probe: dict | None) -> dict:
+    """An adopted config's delivered speedup through its deploy path (`real_code.delivered`), and where
+    the ceiling found a config (`probe`), that config's in the same rounds."""
     from real_code import delivered  # benchmarks/real_code.py
 
+    source = target.removesuffix(":make") if target.endswith(".py:make") else target
+    measured = delivered(source, db, bool(config.get("runtime")), rounds, pairs, beside=probe)
+    figures = {"delivered": [measured["delivered"], *measured["delivered_ci"]]}
+    if "beside" in measured:  # the ceiling's config in the same rounds: its figure that day
+        figures["ceiling_beside"] = measured["beside"]
+        figures["delivered_over_ceiling_config"] = measured["delivered_over_beside"]
+    return figures
+
+
+def again(rows: list[dict], efforts: list[str], keep: Path, rounds: int, pairs: int) -> list[dict]:
+    """The rows with each adopted run's delivered figures measured again from the store the campaign
+    kept (`--keep`), the first figures kept beside them under "first": a delivered figure over four
+    pairs of processes moves by several percent from one measurement to the next."""
+    for row in rows:
+        folder = keep / re.sub(r"[^A-Za-z0-9_.-]+", "_", row["target"])
+        for effort in efforts:
+            entry = row.get(effort) or {}
+            if not entry.get("config"):
+                continue
+            db = folder / f"{effort}.db"
+            if not db.is_file():
+                raise SystemExit(f"--again: no store {db}: give --keep the folder the campaign kept its stores in")
+            fresh = delivered_figures(row["target"], db, entry["config"], rounds, pairs, row.get("ceiling_probe"))
+            entry["first"] = {key: entry[key] for key in fresh if key in entry}
+            entry.update(fresh, delivered_pairs=pairs)
+            print(f"{row['target']} {effort}: delivered again {fresh['delivered'][0]:.3f}x "
+                  f"[{fresh['delivered'][1]:.3f}, {fresh['delivered'][2]:.3f}]", flush=True)
+    return rows
+
+
+def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds: int, keep: Path | None,
+        ceiling_from: Path | None = None) -> dict:
     row: dict = {"target": target}
     with tempfile.TemporaryDirectory(prefix="xtat-campaign-") as scratch:
         # --keep: each run's store and the ceiling's rows stay, to read why a run chose what it did.
@@ -117,13 +152,7 @@ def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds:
                      "load_dependent": confirmation.get("load_dependent"),
                      "other_cores": (confirmation.get("load") or {}).get("other_cores")}
             if result["adopted"]:
-                source = target.removesuffix(":make") if target.endswith(".py:make") else target
-                runtime = bool(result["best_config"].get("runtime"))
-                measured = delivered(source, db, runtime, rounds, pairs, beside=row.get("ceiling_probe"))
-                entry["delivered"] = [measured["delivered"], *measured["delivered_ci"]]
-                if "beside" in measured:  # the ceiling's config in the same rounds: its figure that day
-                    entry["ceiling_beside"] = measured["beside"]
-                    entry["delivered_over_ceiling_config"] = measured["delivered_over_beside"]
+                entry.update(delivered_figures(target, db, entry["config"], rounds, pairs, row.get("ceiling_probe")))
             else:
                 entry["delivered"] = [1.0, 1.0, 1.0]
             row[effort] = entry
@@ -177,6 +206,9 @@ def main() -> None:
     parser.add_argument("targets", nargs="*")
     parser.add_argument("--summarise", type=Path, nargs="+", metavar="JSON",
                         help="measure nothing: print the summary of the rows these --json files hold, together")
+    parser.add_argument("--again", type=Path, metavar="JSON",
+                        help="run nothing new: measure each adopted run's delivered figure in this --json file "
+                        "again (--pairs, --rounds) from the stores in --keep FOLDER; writes --json")
     parser.add_argument("--efforts", default="quick,standard")
     parser.add_argument("--no-ceiling", action="store_true")
     parser.add_argument("--ceiling-from", type=Path, metavar="JSON",
@@ -190,6 +222,13 @@ def main() -> None:
     efforts = options.efforts.split(",")
     if options.summarise:
         print(summary([row for path in options.summarise for row in json.loads(path.read_text())], efforts))
+        return
+    if options.again:
+        if options.keep is None or options.json is None:
+            parser.error("--again needs --keep (the folder holding the campaign's stores) and --json (where to write)")
+        rows = again(json.loads(options.again.read_text()), efforts, options.keep, options.rounds, options.pairs)
+        options.json.write_text(json.dumps(rows, indent=1) + "\n")
+        print(summary(rows, efforts))
         return
     if not options.targets:
         parser.error("name at least one TARGET (or --summarise JSON files)")
