@@ -89,7 +89,8 @@ def search_figures(db: Path, finalists: list[dict]) -> list[dict]:
         trial = trials.get(f["trial"])
         side = f.get("search_speedup") or f["speedup"]  # a confirmed finalist keeps its side-by-side as search_*
         rows.append({"config": f["config"], "search": trial.speedup if trial else None, "side_by_side": side,
-                     "confirmed": (f.get("confirmation") or {}).get("verdict")})
+                     "confirmed": (f.get("confirmation") or {}).get("verdict"),
+                     "gave_way": f.get("gave_way_to") is not None})
     return rows
 
 

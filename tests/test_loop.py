@@ -14,6 +14,7 @@ import xtat
 from doubles import FakeRunner, MemoryStore, fake_runner_factory
 from tiny import FAST, tiny_mlp
 from xtat.core.candidate import Candidate
+from xtat.core.space import config_key
 from xtat.core.status import TrialStatus
 from xtat.search import STRATEGIES
 from xtat.store.sql import Store
@@ -186,9 +187,13 @@ def test_a_process_setup_alone_stands_for_a_finalist_whose_rest_adds_no_more_tha
     setup_alone = {"runtime": {"cpus": 1}}
     assert any(t.config == setup_alone for t in trials(db))  # the search timed one CPU alone
     assert result.adopted and result.best_config == setup_alone, (result.best_config, result.message)
-    # The one finalist gave way to its parts; the width alone (a tie) is no finalist of its own.
-    timed = sorted(map(str, (f.config for f in result.finalists)))
-    assert timed == sorted(map(str, [setup_alone, {"codegen": {WIDTH: 512}}])), timed
+    # The one finalist gave way to one CPU alone and is listed as such; beside it were its two parts
+    # (the width alone, a tie, is no finalist of its own).
+    both = {**setup_alone, "codegen": {WIDTH: 512}}
+    by_config = {config_key(f.config): f for f in result.finalists}
+    assert sorted(by_config) == sorted(map(config_key, [setup_alone, {"codegen": {WIDTH: 512}}, both])), by_config
+    gave_way = by_config[config_key(both)]
+    assert gave_way.gave_way_to == by_config[config_key(setup_alone)].trial and not gave_way.confirmed
 
 
 def test_configs_lifted_by_a_lucky_setup_factor_leave_a_finalist_place_to_a_real_win_without_one(db):
@@ -209,8 +214,8 @@ def test_configs_lifted_by_a_lucky_setup_factor_leave_a_finalist_place_to_a_real
     assert len(lifted) >= 3 and all(t.speedup > 1.05 for t in lifted)  # they outrank the width in the search
     assert result.adopted, result.message
     assert result.best_config["codegen"][WIDTH] == 512 and "runtime" not in result.best_config, result.best_config
-    setups = [f.config["runtime"] for f in result.finalists if f.config.get("runtime")]
-    assert len(setups) <= 1, result.finalists  # one place with a setup (it may give way to its rest)
+    setups = [f.config["runtime"] for f in result.finalists if f.config.get("runtime") and f.gave_way_to is None]
+    assert len(setups) <= 1, result.finalists  # one place with a setup (it may give way to a part, listed)
 
 
 def test_a_config_with_the_default_executable_is_a_duplicate_and_a_no_op(db):

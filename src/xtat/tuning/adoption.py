@@ -102,12 +102,13 @@ def finalize(run: RunContext) -> Adoption:
     default_ms, default_ci_ms = d.median_s * 1e3, (d.ci_s[0] * 1e3, d.ci_s[1] * 1e3)
     measured = [Finalist(t.id, t.config, f.median_s, f.ci_s, f.speedup, f.speedup_ci)
                 for t in candidates if (f := result.configs[str(t.id)].figures) is not None]
-    measured = [f for f in measured if not outdone_by_part(f, measured, settings)]
+    measured = [replace(f, gave_way_to=part.trial) if (part := outdone_by_part(f, measured, settings)) else f
+                for f in measured]
     measured.sort(key=lambda f: -f.speedup)
 
     for index, finalist in enumerate(measured):
-        if finalist.speedup <= 1.0 + settings.tie_margin:
-            continue  # not faster, or a tie
+        if finalist.gave_way_to is not None or finalist.speedup <= 1.0 + settings.tie_margin:
+            continue  # a part of it stands for it; or not faster, or a tie
         candidate = concretize(stages, finalist.config)
         if captured.verify_inputs is not None:
             check = runner.verify(config_id(finalist.config), candidate, settings.tolerance, settings.verify_repeats)
@@ -137,7 +138,8 @@ def finalize(run: RunContext) -> Adoption:
     else:
         outcome, message = AdoptionOutcome.NOT_FASTER, "no significant improvement"
     message += ": the default stays"
-    return decided(outcome, message, measured[0] if measured else None, tuple(measured))
+    best = next((f for f in measured if f.gave_way_to is None), None)
+    return decided(outcome, message, best, tuple(measured))
 
 
 def promising(figures: list[tuple[Trial, Figure]], default: Trial, settings: TuneSettings,
@@ -207,13 +209,13 @@ def with_parts(candidates: list[Trial], trials: list[Trial]) -> list[Trial]:
     return chosen
 
 
-def outdone_by_part(finalist: Finalist, measured: list[Finalist], settings: TuneSettings) -> bool:
-    """Whether a finalist that sets up the process and holds more is no faster side by side than
-    one of its parts alone beyond the tie margin: then the part stands for it, with fewer decisions
-    to carry (and, for the rest, deployable without `xtat run`)."""
+def outdone_by_part(finalist: Finalist, measured: list[Finalist], settings: TuneSettings) -> Finalist | None:
+    """The part of a finalist that sets up the process and holds more, where it is no faster side by
+    side than that part alone beyond the tie margin: then the part stands for it, with fewer
+    decisions to carry (and, for the rest, deployable without `xtat run`). None otherwise."""
     keys = {config_key(part) for part in parts(finalist.config)}
-    return any(config_key(f.config) in keys and finalist.speedup_ci[0] <= f.speedup * (1.0 + settings.tie_margin)
-               for f in measured)
+    return next((f for f in measured if config_key(f.config) in keys
+                 and finalist.speedup_ci[0] <= f.speedup * (1.0 + settings.tie_margin)), None)
 
 
 def deployment_note(candidate: Candidate) -> str:

@@ -95,6 +95,8 @@ class Finalist:
     search_speedup: float | None = None
     search_speedup_ci: tuple[float, float] | None = None
     confirmation: Confirmation | None = None
+    # The trial of its part that stands for it (`tuning.adoption.outdone_by_part`): it is listed, never confirmed.
+    gave_way_to: int | None = None
 
     @property
     def confirmed(self) -> bool:

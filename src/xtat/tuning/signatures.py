@@ -49,7 +49,7 @@ def weighted_gain(parts: Sequence[SignatureGain]) -> float:
 
 
 def _faster(finalists: Sequence[Finalist]) -> list[Finalist]:
-    return [f for f in finalists if f.speedup_ci[0] > 1.0]
+    return [f for f in finalists if f.speedup_ci[0] > 1.0 and f.gave_way_to is None]
 
 
 def _distinct(configs: Sequence[Config]) -> tuple[Config, ...]:
