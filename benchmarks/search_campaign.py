@@ -108,12 +108,17 @@ def delivered_figures(target: str, db: Path, config: dict, rounds: int, pairs: i
     return figures
 
 
+def kept_folder(keep: Path, target: str) -> Path:
+    """Where `--keep` holds one target's stores and ceiling rows."""
+    return keep / re.sub(r"[^A-Za-z0-9_.-]+", "_", target)
+
+
 def again(rows: list[dict], efforts: list[str], keep: Path, rounds: int, pairs: int) -> list[dict]:
     """The rows with each adopted run's delivered figures measured again from the store the campaign
     kept (`--keep`), the first figures kept beside them under "first": a delivered figure over four
     pairs of processes moves by several percent from one measurement to the next."""
     for row in rows:
-        folder = keep / re.sub(r"[^A-Za-z0-9_.-]+", "_", row["target"])
+        folder = kept_folder(keep, row["target"])
         for effort in efforts:
             entry = row.get(effort) or {}
             if not entry.get("config"):
@@ -134,7 +139,7 @@ def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds:
     row: dict = {"target": target}
     with tempfile.TemporaryDirectory(prefix="xtat-campaign-") as scratch:
         # --keep: each run's store and the ceiling's rows stay, to read why a run chose what it did.
-        folder = Path(scratch) if keep is None else keep / re.sub(r"[^A-Za-z0-9_.-]+", "_", target)
+        folder = Path(scratch) if keep is None else kept_folder(keep, target)
         folder.mkdir(parents=True, exist_ok=True)
         if with_ceiling:
             row.update(ceiling(target, folder, ceiling_from))
