@@ -171,8 +171,8 @@ def test_remeasure_times_each_incumbent_beside_its_own_default_in_its_own_proces
     placed: list[tuple[list[str], set[int]]] = []
     place = ProcessRunner.place
 
-    def spy(self, builds, timing, deploy_tolerance=None):
-        result = place(self, builds, timing, deploy_tolerance)
+    def spy(self, builds, timing, deploy=None):
+        result = place(self, builds, timing, deploy)
         placed.append(([id for id, _ in builds], {worker.process.pid for _, worker in result.placed}))
         return result
 

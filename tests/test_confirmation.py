@@ -4,6 +4,7 @@ and the load rule."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -149,3 +150,73 @@ def test_a_win_confirmed_under_load_is_not_adopted_unless_asked(db, monkeypatch,
     assert result.outcome is AdoptionOutcome.LOAD_DEPENDENT and "--adopt-under-load" in result.message
     assert result.confirmation.verdict is Verdict.FASTER and result.confirmation.load_dependent
     assert any("under load" in note for note in result.notes)
+
+
+# A workload whose argument tree holds a pytree node jax flattens in Python: each flatten logs the
+# process it ran in, so the test sees where the user's tree was taken apart.
+AS_CALLED_TARGET = '''
+import os
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xtat
+
+
+@jax.tree_util.register_pytree_node_class
+class State:
+    def __init__(self, w, key, scale):
+        self.w, self.key, self.scale = w, key, scale
+
+    def tree_flatten(self):
+        with open({log!r}, "a") as log:
+            log.write(f"{{os.getpid()}}\\n")
+        return (self.w, self.key, self.scale), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+
+def step(state, x):
+    noise = jax.random.normal(state.key, x.shape)
+    key, _ = jax.random.split(state.key)
+    return State(state.w * state.scale + jnp.tanh(x + noise).sum(), key, state.scale), x @ state.w
+
+
+def make():
+    rng = np.random.default_rng(0)
+    state = State(rng.standard_normal((16, 16)).astype(np.float32), jax.random.key(0), 0.5)
+    return xtat.Workload(step, (state, rng.standard_normal((8, 16)).astype(np.float32)))
+'''
+
+
+def test_a_build_deployed_as_called_takes_the_users_own_argument_tree_apart_on_every_call(tmp_path):
+    from tiny import FAST
+    from xtat.capture.targets import load_target
+    from xtat.capture.workload import capture
+    from xtat.core.candidate import Candidate
+    from xtat.runner.base import DEFAULT_ID, Deployment
+    from xtat.tuning.session import open_runner
+    from xtat.tuning.settings import TuneSettings
+
+    log = tmp_path / "flattened.log"
+    path = tmp_path / "as_called.py"
+    path.write_text(AS_CALLED_TARGET.format(log=str(log)))
+    captured = capture(load_target(f"{path}:make"))  # a typed key and a Python scalar among the leaves
+    settings = TuneSettings(**FAST)
+    option = Candidate(compile_options={"xla_backend_optimization_level": 1})
+    with open_runner(captured, settings) as runner:
+        assert runner.can_call_as_user()
+        runner.start()
+        log.write_text("")
+        flat = runner.place([(DEFAULT_ID, Candidate()), ("option", option)], settings.timing,
+                            Deployment(settings.tolerance))
+        flat.sample_pairs(random.Random(0))
+        assert not flat.failed and not log.read_text()  # the flat program never sees the user's tree
+        called = runner.place([(DEFAULT_ID, Candidate()), ("option", option)], settings.timing,
+                              Deployment(settings.tolerance, as_called=True))
+        assert not called.failed, called.failed  # deployed, and its outputs verified against the default's
+        before = len(log.read_text().split())
+        called.sample_pairs(random.Random(0))
+        flattened = [int(pid) for pid in log.read_text().split()]
+        assert len(flattened) > before and set(flattened) - {os.getpid()}  # in the workers, per call

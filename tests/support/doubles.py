@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from xtat.core.candidate import Candidate
 from xtat.core.errors import UserError
 from xtat.core.status import RunStatus, TrialStatus
-from xtat.runner.base import DEFAULT_ID, Pairs, Runner, WorkerFailure
+from xtat.runner.base import DEFAULT_ID, Deployment, Pairs, Runner, WorkerFailure
 from xtat.runner.protocol import Check, Compiled, Failed, InputSet, Timed, Verified
 from xtat.runner.timing import Race, TimingPolicy, median_ci, paired
 from xtat.runner.verify import Budget, Tolerance
@@ -56,8 +56,11 @@ class FakeRunner:
     # How much faster than it is a candidate reads in the search and its re-timing (not side by side):
     # a process setup's factor measured on a lucky pair of processes lifts every config holding it.
     misread: Callable[[Candidate], float] = lambda candidate: 1.0
+    # Seconds per call of a build deployed as called (the user's step, its host work included); None:
+    # the workload has no source to call it from (`can_call_as_user`).
+    as_called: Callable[[Candidate], float] | None = None
     budget: Budget = field(default_factory=Budget)
-    # What the tuning layer asked, in order: ("build" | "measure" | "verify" | "place", build id).
+    # What the tuning layer asked, in order: ("build" | "measure" | "verify" | "place" | "place-as-called", build id).
     calls: list[tuple[str, str]] = field(default_factory=list)
     deadlines: tuple[float, float] | None = None
     node: str = "fake-node"
@@ -70,8 +73,8 @@ class FakeRunner:
     def losses(self) -> list[str]:
         return []
 
-    def _samples(self, candidate: Candidate, count: int) -> list[float]:
-        seconds = self.time_of(candidate)
+    def _samples(self, candidate: Candidate, count: int, as_called: bool = False) -> list[float]:
+        seconds = self.as_called(candidate) if as_called and self.as_called else self.time_of(candidate)
         assert isinstance(seconds, float)
         samples = []
         for _ in range(count):
@@ -125,8 +128,9 @@ class FakeRunner:
             return Failed(TrialStatus.WRONG_RESULT, check.mismatch, check)
         return Verified(Check(True, 0.0, 0.0))
 
-    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int, timing: TimingPolicy) -> Pairs | None:
-        placement = self.place(builds, timing)
+    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int, timing: TimingPolicy,
+                   deploy: Deployment | None = None) -> Pairs | None:
+        placement = self.place(builds, timing, deploy)
         if DEFAULT_ID in placement.failed:
             return None
         pairs: Pairs = {id: [] for id in placement.candidates if id != DEFAULT_ID}
@@ -136,8 +140,8 @@ class FakeRunner:
         return pairs
 
     def place(self, builds: list[tuple[str, Candidate]], timing: TimingPolicy,
-              deploy_tolerance: Tolerance | None = None) -> FakePlacement:
-        self.calls += [("place", id) for id, _ in builds]
+              deploy: Deployment | None = None) -> FakePlacement:
+        self.calls += [("place-as-called" if deploy and deploy.as_called else "place", id) for id, _ in builds]
         placed, failed = {}, {}
         for id, candidate in builds:
             outcome = self.time_of(candidate)
@@ -145,7 +149,10 @@ class FakeRunner:
                 failed[id] = f"{outcome.value}: the fake"
             else:
                 placed[id] = candidate
-        return FakePlacement(self, placed, failed)
+        return FakePlacement(self, placed, failed, bool(deploy and deploy.as_called))
+
+    def can_call_as_user(self) -> bool:
+        return self.as_called is not None
 
     def passes_that_ran(self, candidate: Candidate) -> list[str]:
         return list(self.passes)
@@ -168,13 +175,15 @@ class FakePlacement:
     runner: FakeRunner
     candidates: dict[str, Candidate]
     failed: dict[str, str]
+    as_called: bool = False
 
     def sample_pairs(self, shuffle: random.Random) -> dict[str, tuple[float, float]]:
         for candidate in self.candidates.values():
             if self.runner.time_of(candidate) is TrialStatus.CRASH:
                 raise WorkerFailure(TrialStatus.CRASH, "the fake worker died")
         default = self.candidates[DEFAULT_ID]
-        return {id: (self.runner._samples(default, 1)[0], self.runner._samples(candidate, 1)[0])
+        return {id: (self.runner._samples(default, 1, self.as_called)[0],
+                     self.runner._samples(candidate, 1, self.as_called)[0])
                 for id, candidate in self.candidates.items() if id != DEFAULT_ID}
 
 

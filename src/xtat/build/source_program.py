@@ -10,12 +10,16 @@ from xtat.capture.source import Source
 
 
 class SourceProgram:
-    """Stands where a deserialized `jax.export` program would: `call` takes the flat input arrays."""
+    """Stands where a deserialized `jax.export` program would: `call` takes the flat input arrays.
+
+    It can also be called as the user calls it (`called` with `arguments`): the function over the
+    user's own argument tree, rebuilt once from the flat arrays, so that jax does on each call the
+    host work (flattening the tree) the user's step does."""
 
     def __init__(self, source: Source):
         import jax
 
-        from xtat.capture.arguments import flat_function
+        from xtat.capture.arguments import flat_function, input_leaves
         from xtat.capture.targets import load_target
         from xtat.capture.workload import describe_avals, program_key
 
@@ -38,4 +42,16 @@ class SourceProgram:
             fn = in_placement(fn, Layout.parse(source.layout))
         self.call: Callable[..., Any]
         self.call, _ = flat_function(fn, args, kwargs)
+        self.called = fn  # jit it and call it with `arguments`
+        self._tree = jax.tree.structure((args, kwargs))
+        self._leaves, _ = input_leaves(args, kwargs, "args")
+
+    def arguments(self, arrays: tuple) -> tuple[tuple, dict]:
+        """The user's (args, kwargs) tree holding the flat input `arrays` (typed keys wrapped again,
+        Python scalars as Python scalars, as jax.jit traced them)."""
+        import jax
+
+        values = [jax.random.wrap_key_data(x, impl=leaf.key_impl) if leaf.key_impl is not None
+                  else (x.item() if leaf.weak_type else x) for x, leaf in zip(arrays, self._leaves, strict=True)]
+        return jax.tree.unflatten(self._tree, values)
 

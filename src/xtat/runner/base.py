@@ -61,6 +61,17 @@ class Executor:
         return self.kind.value + (f":{self.address}" if self.address else "")
 
 
+@dataclass(frozen=True)
+class Deployment:
+    """How `Runner.place` builds when not by lower().compile(): through the deploy path
+    (`jax.jit(..., compiler_options=)`, outputs verified within `tolerance`), and with `as_called`,
+    the user's own function called on the user's argument tree, imported from the workload's
+    source, so each call does the host work the user's step does (flattening that tree)."""
+
+    tolerance: Tolerance
+    as_called: bool = False
+
+
 class Placement(Protocol):
     """Builds placed for interleaved timing, one fresh worker per environment."""
 
@@ -125,17 +136,21 @@ class Runner(Protocol):
         building it again if its worker was restarted."""
         ...
 
-    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int, timing: TimingPolicy) -> Pairs | None:
-        """Build the default (`DEFAULT_ID`, which `builds` holds) and the rest in fresh workers, then
-        time `rounds` rounds of `Placement.sample_pairs`; builds that fail are left out, and None
-        when the default failed."""
+    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int, timing: TimingPolicy,
+                   deploy: Deployment | None = None) -> Pairs | None:
+        """Build the default (`DEFAULT_ID`, which `builds` holds) and the rest in fresh workers (as
+        `place` builds), then time `rounds` rounds of `Placement.sample_pairs`; builds that fail are
+        left out, and None when the default failed."""
         ...
 
     def place(self, builds: list[tuple[str, Candidate]], timing: TimingPolicy,
-              deploy_tolerance: Tolerance | None = None) -> Placement:
-        """Build each in a fresh worker and calibrate it for `Placement.sample_pairs`. With
-        `deploy_tolerance` builds go through the deploy path (`jax.jit(..., compiler_options=)`,
-        outputs verified) instead of lower().compile()."""
+              deploy: Deployment | None = None) -> Placement:
+        """Build each in a fresh worker and calibrate it for `Placement.sample_pairs`. With `deploy`,
+        builds go through the deploy path as it says (`Deployment`) instead of lower().compile()."""
+        ...
+
+    def can_call_as_user(self) -> bool:
+        """Whether builds can be deployed as called (`Deployment.as_called`): the workload has a source."""
         ...
 
     def passes_that_ran(self, candidate: Candidate) -> list[str]:

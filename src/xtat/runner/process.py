@@ -26,12 +26,13 @@ from typing import TypeVar
 
 import numpy as np
 
+from xtat.capture.source import Source
 from xtat.core.candidate import Candidate, ProcessSetup
 from xtat.core.errors import UserError
 from xtat.core.status import TrialStatus
 from xtat.core.test_hooks import hook
 from xtat.runner import protocol as p
-from xtat.runner.base import DEFAULT_ID, Pairs, WorkerFailure
+from xtat.runner.base import DEFAULT_ID, Deployment, Pairs, WorkerFailure
 from xtat.runner.host_lock import holding
 from xtat.runner.pool import Pool, WorkerProcess
 from xtat.runner.timing import WARMUP_ROUNDS, Race, TimingPolicy, median_ci, paired, setup_decided
@@ -80,8 +81,9 @@ class ProcessRunner:
                  startup_deadline_s: float, deadline_factor: float, min_deadline_s: float,
                  measure_lock: Sequence[Path] | None = None, device: str | None = None,
                  dims: list[tuple[str, ...] | None] | None = None, layout_in_program: bool = False,
-                 compile_slots: int = 1):
+                 compile_slots: int = 1, source: Source | None = None):
         self.folder = folder
+        self.source = source  # where workers import the user's function from, to call it as called
         self.compile_slots = compile_slots  # see `slots`
         self._siblings: list[ProcessRunner] = []
         self._loading = threading.Lock()  # shared with the siblings: one worker loads the run folder at a time
@@ -145,6 +147,23 @@ class ProcessRunner:
             partial.write_bytes(self._export_rewritten(*request))
             os.replace(partial, path)
         return name
+
+    def called_program_file(self, candidate: Candidate) -> str:
+        """The `Source` program file of a candidate deployed as called (`Deployment.as_called`): the
+        workload's source with the candidate's program-stage rewrites, written once per set of them."""
+        if self.source is None:
+            raise UserError("a build deployed as called needs the workload's source (a TARGET or Workload.source)")
+        data = self.source.with_decisions(dict(candidate.program)).to_bytes()
+        name = f"called-{hashlib.sha256(data).hexdigest()[:16]}.json"
+        path = self.folder / name
+        if not path.exists():  # written whole, then renamed: another slot may read it at any moment
+            partial = path.with_name(f"{name}.{threading.get_ident()}.partial")
+            partial.write_bytes(data)
+            os.replace(partial, path)
+        return name
+
+    def can_call_as_user(self) -> bool:
+        return self.source is not None
 
     def start(self) -> None:
         self._worker()
@@ -407,26 +426,42 @@ class ProcessRunner:
     # -- interleaved timing across workers -----------------------------------------
 
     def place(self, builds: list[tuple[str, Candidate]], timing: TimingPolicy,
-              deploy_tolerance: Tolerance | None = None) -> ProcessPlacement:
-        workers: dict[ProcessSetup, WorkerProcess] = {}
+              deploy: Deployment | None = None) -> ProcessPlacement:
+        """See `Runner.place`. Each process setup's fresh worker loads and builds its builds in a
+        thread of its own: nothing is timed meanwhile, and a worker importing the user's code
+        (`Deployment.as_called`) takes seconds."""
+        if deploy is not None and deploy.as_called and any(candidate.layout for _, candidate in builds):
+            raise UserError("a build with a layout cannot be deployed as called")
+        by_setup: dict[ProcessSetup, list[tuple[str, Candidate]]] = {}
+        for id, candidate in builds:
+            by_setup.setdefault(candidate.process, []).append((id, candidate))
+        workers = {setup: self.pool.fresh(setup) for setup in by_setup}
+
+        def built(setup: ProcessSetup) -> list[tuple[str, p.Reply]]:
+            worker = workers[setup]
+            self._load(worker)
+            replies: list[tuple[str, p.Reply]] = []
+            for id, candidate in by_setup[setup]:
+                if deploy is None:
+                    replies.append((id, self._compile(worker, id, candidate, is_default=id == DEFAULT_ID)))
+                    continue
+                program = self.called_program_file(candidate) if deploy.as_called else self.program_file(candidate)
+                replies.append((id, worker.request(p.Deploy(id, program, dict(candidate.compile_options),
+                                                            deploy.tolerance, is_default=id == DEFAULT_ID,
+                                                            layout=candidate.layout, as_called=deploy.as_called),
+                                                   self.compile_deadline_s)))
+            return replies
+
+        with ThreadPoolExecutor(len(workers), thread_name_prefix="xtat-place") as threads:
+            replies = dict(reply for done in threads.map(built, list(workers)) for reply in done)
         placed: list[tuple[str, WorkerProcess]] = []
         failed: dict[str, str] = {}
-        for id, candidate in builds:
-            if candidate.process not in workers:
-                workers[candidate.process] = self._worker(candidate.process, fresh=True)
-            worker = workers[candidate.process]
-            reply: p.Reply
-            if deploy_tolerance is None:
-                reply = self._compile(worker, id, candidate, is_default=id == DEFAULT_ID)
-            else:
-                reply = worker.request(p.Deploy(id, self.program_file(candidate), dict(candidate.compile_options),
-                                                deploy_tolerance, is_default=id == DEFAULT_ID,
-                                                layout=candidate.layout),
-                                       self.compile_deadline_s)
+        for id, candidate in builds:  # in the order given
+            reply = replies[id]
             if isinstance(reply, p.Failed):
                 failed[id] = f"{reply.status}: {reply.error}"
             else:
-                placed.append((id, worker))
+                placed.append((id, workers[candidate.process]))
         inner = {}
         for id, worker in placed:
             with holding(self.measure_lock):
@@ -436,7 +471,8 @@ class ProcessRunner:
             inner[id] = calibrated.inner
         return ProcessPlacement(placed, inner, failed, self.measure_deadline_s, self.measure_lock)
 
-    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int, timing: TimingPolicy) -> Pairs | None:
+    def interleave(self, builds: list[tuple[str, Candidate]], rounds: int, timing: TimingPolicy,
+                   deploy: Deployment | None = None) -> Pairs | None:
         """`rounds` rounds of the builds, each placed in fresh workers. Where a build holds a process
         setup of its own, the rounds are split over as many placements, one after another, as that
         setup's factor took pairs of processes (`setup_ratios`; `timing.setup_pairs` when it has
@@ -449,7 +485,7 @@ class ProcessRunner:
         pairs: Pairs = {id: [] for id, _ in builds if id != DEFAULT_ID}
         shuffle = random.Random(timing.seed)
         for _ in range(placements):
-            placement = self.place(builds, timing)
+            placement = self.place(builds, timing, deploy)
             if DEFAULT_ID in placement.failed:
                 return None
             for id in placement.failed:

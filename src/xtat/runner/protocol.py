@@ -51,7 +51,9 @@ class Compile:
 
 @dataclass(frozen=True)
 class Deploy:
-    """Build as `xtat.jit` deploys (`jax.jit(program, compiler_options=...)`) and verify it."""
+    """Build as `xtat.jit` deploys (`jax.jit(program, compiler_options=...)`) and verify it. With
+    `as_called`, `program` is a `Source` file: the user's function is called on the user's own
+    argument tree, as the user's step calls it (`build.source_program.SourceProgram.called`)."""
 
     op: ClassVar[str] = "deploy"
     id: str
@@ -60,6 +62,7 @@ class Deploy:
     tolerance: Tolerance
     is_default: bool = False
     layout: str = ""
+    as_called: bool = False
 
 
 @dataclass(frozen=True)

@@ -158,21 +158,30 @@ class Worker:
         compiled by its first call and called through jax's own dispatch; then verify its outputs."""
         import jax
 
+        from xtat.build.source_program import SourceProgram
         from xtat.runner import faults
 
         id = request.id
         start = time.perf_counter()
         try:
             faults.inject(id, "compile", request.is_default)
-            args, kwargs = self._inputs(request.layout, p.InputSet.MAIN)
-            layout: dict[str, Any] = {} if not request.layout else {"in_shardings": self._shardings(request.layout)}
-            jitted = jax.jit(self._program(request.program).call, compiler_options=request.options or None,
-                             **layout)
-            jax.block_until_ready(jitted(*args, **kwargs))
+            program = self._program(request.program)
+            arguments = None
+            if request.as_called:
+                if request.layout or not isinstance(program, SourceProgram):
+                    raise ValueError("a build deployed as called needs a Source program file and no layout")
+                jitted = jax.jit(program.called, compiler_options=request.options or None)
+                arguments = {name: program.arguments(leaves) for name, (leaves, _) in self.inputs.items()}
+            else:
+                layout: dict[str, Any] = ({} if not request.layout
+                                          else {"in_shardings": self._shardings(request.layout)})
+                jitted = jax.jit(program.call, compiler_options=request.options or None, **layout)
+            deployed = _Deployed(jitted, arguments)
+            jax.block_until_ready(deployed.called(p.InputSet.MAIN, *self._inputs(request.layout, p.InputSet.MAIN)))
         except Exception as exc:
             return _failed(exc, TrialStatus.COMPILE_ERROR)
         self.layouts[id] = request.layout
-        self.built[id] = _Deployed(jitted)
+        self.built[id] = deployed
         self.slowdown_s[id] = faults.slowdown_s(id)
         if faults.is_lazy(id):
             self.lazy[id] = None
@@ -193,7 +202,8 @@ class Worker:
                 self.lazy[id] = jax.block_until_ready(self.built[id].compiled(*args, **kwargs))
             return self.lazy[id]
         args, kwargs = self._inputs(self.layouts.get(id, ""), input_set)
-        out = self.built[id].compiled(*args, **kwargs)
+        built = self.built[id]
+        out = built.called(input_set, args, kwargs) if isinstance(built, _Deployed) else built.compiled(*args, **kwargs)
         if self.slowdown_s.get(id):
             time.sleep(self.slowdown_s[id])  # test-only fault
         return jax.block_until_ready(out)
@@ -201,9 +211,12 @@ class Worker:
     def _outputs(self, id: str, input_set: p.InputSet, phase: str = "run") -> list[np.ndarray]:
         import jax
 
+        from xtat.capture.arguments import is_typed_key
         from xtat.runner import faults
 
-        outputs = [np.asarray(leaf) for leaf in jax.tree.leaves(self._call(id, input_set))]
+        # Typed keys as their data, as the flat program returns them (a build deployed as called returns keys).
+        outputs = [np.asarray(jax.random.key_data(leaf) if is_typed_key(leaf) else leaf)
+                   for leaf in jax.tree.leaves(self._call(id, input_set))]
         self.checks[id] = self.checks.get(id, -1) + 1
         return faults.corrupted(outputs, id, phase, self.checks[id])
 
@@ -353,10 +366,18 @@ _HANDLERS: dict[type, Callable[[Worker, Any], p.Reply]] = {
 
 
 class _Deployed:
-    """A deployed build: called as jax.jit is, so `compiled` is the jitted function itself."""
+    """A deployed build: called as jax.jit is, so `compiled` is the jitted function itself. Deployed
+    as called, it holds the user's argument tree per input set (`arguments`), built once, and is
+    called on that instead of the flat arrays."""
 
-    def __init__(self, jitted: Any) -> None:
+    def __init__(self, jitted: Any, arguments: dict[p.InputSet, tuple[tuple, dict]] | None = None) -> None:
         self.compiled = jitted
+        self.arguments = arguments
+
+    def called(self, input_set: p.InputSet, args: tuple, kwargs: dict) -> Any:
+        if self.arguments is not None:
+            args, kwargs = self.arguments[input_set]
+        return self.compiled(*args, **kwargs)
 
 
 def _finite_or_none(value: float) -> float | None:

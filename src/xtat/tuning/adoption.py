@@ -16,7 +16,7 @@ from xtat.stages.base import concretize
 from xtat.store.records import Trial
 from xtat.tuning.confirmation import Confirmation, Verdict, confirm
 from xtat.tuning.context import RunContext
-from xtat.tuning.measure import Figure, retime, search_speedup
+from xtat.tuning.measure import AS_CALLED_SHARE, Figure, argument_host_s, retime, search_speedup
 from xtat.tuning.result import AdoptionOutcome, Finalist
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
@@ -75,6 +75,7 @@ def finalize(run: RunContext) -> Adoption:
     retimed = [(t, fresh) for t, fresh in (retime(run, t) for t, _ in shortlist) if fresh is not None]
     finalists = promising(retimed, default, settings, settings.finalists)
     candidates = with_parts([t for t, _ in finalists], trials)
+    as_called = measured_as_called(run, default.median_s)
     default_ms = default.median_s * 1e3
     default_ci_ms = ((default.ci_low_s or default.median_s) * 1e3, (default.ci_high_s or default.median_s) * 1e3)
 
@@ -88,7 +89,7 @@ def finalize(run: RunContext) -> Adoption:
         return decided(AdoptionOutcome.NO_CANDIDATE, message)
 
     try:
-        result = side_by_side(runner, stages, {str(t.id): t.config for t in candidates}, settings)
+        result = side_by_side(runner, stages, {str(t.id): t.config for t in candidates}, settings, as_called)
     except WorkerFailure as failure:
         message = f"no significant improvement: finalist re-measurement failed ({failure.status}: {failure.error})"
         return decided(AdoptionOutcome.REMEASURE_FAILED, message)
@@ -118,7 +119,7 @@ def finalize(run: RunContext) -> Adoption:
                 store.demote_trial(finalist.trial, f"failed re-verification on make_inputs(1): {reason}")
                 continue
         # One confirmation per run: its error rate is the run's.
-        confirmed = confirm(runner, candidate, config_id(finalist.config), settings)
+        confirmed = confirm(runner, candidate, config_id(finalist.config), settings, as_called)
         finalist = replace(finalist, search_speedup=finalist.speedup, search_speedup_ci=finalist.speedup_ci,
                            confirmation=confirmed)
         if confirmed.verdict is not Verdict.FAILED:
@@ -127,7 +128,7 @@ def finalize(run: RunContext) -> Adoption:
             default_ms = confirmed.default_s * 1e3
             default_ci_ms = (confirmed.default_ci_s[0] * 1e3, confirmed.default_ci_s[1] * 1e3)
         measured[index] = finalist
-        outcome, message = judge(confirmed, settings)
+        outcome, message = judge(confirmed, settings, as_called)
         if outcome.adopted:
             message += deployment_note(candidate)
         return decided(outcome, message, finalist, tuple(measured))
@@ -227,10 +228,21 @@ def deployment_note(candidate: Candidate) -> str:
             "`xtat run -- python your_script.py` (xtat.jit alone applies only the rest)")
 
 
-def judge(confirmed: Confirmation, settings: TuneSettings) -> tuple[AdoptionOutcome, str]:
+def measured_as_called(run: RunContext, default_s: float) -> bool:
+    """Whether the finalists are measured as the user's step is called: where the runner can import
+    the user's function and jax's host work on its argument tree is `AS_CALLED_SHARE` or more of the
+    default's call (`argument_host_s`)."""
+    if not run.runner.can_call_as_user():
+        return False
+    _, args, kwargs = run.captured.workload.bound()
+    return argument_host_s(args, kwargs) >= AS_CALLED_SHARE * default_s
+
+
+def judge(confirmed: Confirmation, settings: TuneSettings, as_called: bool = False) -> tuple[AdoptionOutcome, str]:
     """Adopt or not on the confirmation: the outcome, and the message that says why."""
     figure = f"{confirmed.speedup:.3f}x [{confirmed.speedup_ci[0]:.3f}, {confirmed.speedup_ci[1]:.3f}]"
-    where = f"through jax.jit in fresh processes, {confirmed.rounds} interleaved rounds"
+    step = "of your step as called (its argument tree rebuilt) " if as_called else ""
+    where = f"through jax.jit {step}in fresh processes, {confirmed.rounds} interleaved rounds"
     if confirmed.verdict is Verdict.FAILED:
         return (AdoptionOutcome.CONFIRMATION_FAILED,
                 f"no significant improvement: confirmation failed ({confirmed.error}): the default stays")

@@ -24,7 +24,7 @@ from enum import StrEnum
 
 from xtat.core import serial
 from xtat.core.candidate import Candidate
-from xtat.runner.base import DEFAULT_ID, Runner, WorkerFailure
+from xtat.runner.base import DEFAULT_ID, Deployment, Runner, WorkerFailure
 from xtat.runner.load import LoadMonitor, MachineLoad
 from xtat.runner.timing import WARMUP_ROUNDS, median_ci, speedup_ci
 from xtat.tuning.settings import TuneSettings
@@ -106,9 +106,10 @@ class Confirmation:
         return serial.load(cls, data)
 
 
-def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: TuneSettings) -> Confirmation:
+def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: TuneSettings,
+            as_called: bool = False) -> Confirmation:
     """Deploy the default and `candidate` (its config id: `config_id`) in fresh workers and test the
-    speedup sequentially."""
+    speedup sequentially; `as_called`: both deployed as the user's step is called (`Deployment`)."""
     design = SequentialDesign(1.0 + settings.tie_margin, settings.rounds, settings.confirm_looks)
     monitor = LoadMonitor(runner.pids)
     timing = replace(settings.timing, min_sample_s=max(settings.min_sample_s, settings.confirm_min_sample_s))
@@ -125,7 +126,7 @@ def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: Tune
         while True:
             if looks == 0 or fresh_each_look:
                 placement = runner.place([(DEFAULT_ID, Candidate()), (config_id, candidate)], timing,
-                                         deploy_tolerance=settings.tolerance)
+                                         Deployment(settings.tolerance, as_called))
                 if placement.failed:
                     which, why = next(iter(placement.failed.items()))
                     return _failed(design, monitor, f"{'the default' if which == DEFAULT_ID else 'the config'} "

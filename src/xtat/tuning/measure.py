@@ -171,3 +171,27 @@ def search_speedup(trial: Trial, default: Trial | None) -> float | None:
     if trial.median_s and default is not None and default.median_s:
         return default.median_s / trial.median_s
     return None
+
+
+# Where jax's host work on the user's argument tree takes at least this share of the default's call,
+# finalists are measured as the user's step is called (`runner.base.Deployment.as_called`). The flat
+# program the search times leaves that work out, and it is not a constant that divides out: Flax
+# NNX's state (flattening it took 14% of a 0.37 ms call) reversed two finalists' order, one CPU 1.49x
+# and `cpu-parallel-task-assigner` off 1.15x flat, 1.21x and 1.29x as called (docs/search.md).
+AS_CALLED_SHARE = 0.05
+
+
+def argument_host_s(args: tuple, kwargs: dict) -> float:
+    """Seconds jax spends per call on the host taking the argument tree apart and building it again
+    (flatten, unflatten: custom pytree nodes do it in Python): the least of five means of 50."""
+    import jax
+
+    tree = (args, kwargs)
+    best = math.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(50):
+            leaves, structure = jax.tree.flatten(tree)
+            jax.tree.unflatten(structure, leaves)
+        best = min(best, (time.perf_counter() - start) / 50)
+    return best

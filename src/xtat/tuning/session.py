@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -50,6 +51,16 @@ def rewritten_exporter(captured: Capture) -> ExportRewritten:
     return export
 
 
+def called_source(captured: Capture) -> Source | None:
+    """Where workers import the user's function from to call it as the user does
+    (`runner.base.Deployment.as_called`): the workload's source, unless it stands for a program
+    compiled elsewhere (`Workload.keyed_as`), whose trace the source need not give."""
+    workload = captured.workload
+    if workload.source is None or workload.keyed_as is not None:
+        return None
+    return Source(workload.source, captured.identity.program, {}, tuple(sys.path))
+
+
 def worker_devices(settings: TuneSettings) -> int:
     """How many of this process's devices a GPU worker sees: all of them when the sharding stage lays
     programs out over them, else one (to time on it without holding memory on the others)."""
@@ -74,7 +85,7 @@ def open_runner(captured: Capture, settings: TuneSettings, *, verify_inputs: boo
                       captured.verify_inputs if verify_inputs else None, rewritten_exporter(captured),
                       settings.startup_deadline_s, settings.deadline_factor, settings.min_deadline_s,
                       host_locks(platform, device), device, captured.dims, bool(captured.marks),
-                      settings.compile_slots)
+                      settings.compile_slots, called_source(captured))
     try:
         yield runner
     finally:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from xtat.core.candidate import Candidate
 from xtat.core.space import Config, config_id
-from xtat.runner.base import DEFAULT_ID, Runner
+from xtat.runner.base import DEFAULT_ID, Deployment, Runner
 from xtat.runner.timing import median_ci, speedup_ci
 from xtat.stages.base import concretize
 from xtat.tuning.settings import TuneSettings
@@ -46,8 +46,9 @@ class SideBySide:
 
 
 def side_by_side(runner: Runner, stages: list, configs: Mapping[str, Config],
-                 settings: TuneSettings) -> SideBySide:
-    """Measure `configs` (by name), each next to the default, for `settings.rounds` rounds. A config
+                 settings: TuneSettings, as_called: bool = False) -> SideBySide:
+    """Measure `configs` (by name), each next to the default, for `settings.rounds` rounds; with
+    `as_called`, each deployed as the user's step is called (`runner.base.Deployment`). A config
     that fails to build gets an error; a worker failure while timing propagates
     (`WorkerFailure`), as the caller must decide what a failed comparison means."""
     ids = {name: config_id(config) if config else DEFAULT_ID for name, config in configs.items()}
@@ -55,7 +56,8 @@ def side_by_side(runner: Runner, stages: list, configs: Mapping[str, Config],
     for name, config in configs.items():
         if ids[name] not in builds:
             builds[ids[name]] = concretize(stages, config)
-    pairs = runner.interleave(list(builds.items()), settings.rounds, settings.timing)
+    deploy = Deployment(settings.tolerance, as_called=True) if as_called else None
+    pairs = runner.interleave(list(builds.items()), settings.rounds, settings.timing, deploy)
     if pairs is None:
         return SideBySide(None, {name: Measured(config, error="the default failed to build")
                                  for name, config in configs.items()}, default_failed=True)
