@@ -31,6 +31,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -57,9 +58,11 @@ def _program(source: str):
     return workload.fn, (workload.args, workload.kwargs or {}), options
 
 
-def serve(example: str, db: str | None, min_sample_s: float, options: dict | None = None) -> None:
+def serve(example: str, db: str | None, min_sample_s: float, options: dict | None = None, flat: bool = False) -> None:
     """A fresh process holding one build of the example's step: `xtat.jit(step)` with the store
-    (`db`), or plain `jax.jit(step)` without (with `options` as its compiler options when given).
+    (`db`), or plain `jax.jit(step)` without (with `options` as its compiler options when given);
+    `flat`: the step as the tuner's workers time it, jitted over its flat input arrays
+    (`capture.arguments.flat_function`), so no call takes the user's argument tree apart.
     Prints what the lookup said, then per line it reads one timed sample ("sample"), or the step's
     outputs saved to an .npz file ("save PATH"), so the parent can interleave two such processes."""
     import warnings
@@ -77,7 +80,16 @@ def serve(example: str, db: str | None, min_sample_s: float, options: dict | Non
     function, (args, kwargs), jit_options = _program(example)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        if db is not None:
+        step: Any  # xtat.jit's wrapper (it has `lookups`) or jax.jit's
+        if flat:
+            from xtat.capture.arguments import flat_function, input_leaves
+
+            fn, dynamic_args, dynamic_kwargs = xtat.Workload(function, args, kwargs, **jit_options).bound()
+            leaves, arrays = input_leaves(dynamic_args, dynamic_kwargs, "args")
+            flat_step, _ = flat_function(fn, dynamic_args, dynamic_kwargs, leaves)
+            step = jax.jit(flat_step, compiler_options=options or None)
+            args, kwargs = tuple(jax.device_put(a) for a in arrays), {}
+        elif db is not None:
             step = xtat.jit(function, db=db, **jit_options)
         elif options:
             step = jax.jit(function, **jit_options, compiler_options=options)
@@ -273,13 +285,14 @@ def main() -> None:
     parser.add_argument("--min-sample", type=float, default=0.05, help=argparse.SUPPRESS)
     parser.add_argument("--options", help=argparse.SUPPRESS)  # compiler options of the served jax.jit (JSON)
     parser.add_argument("--setup", help=argparse.SUPPRESS)  # a ProcessSetup entered first (JSON of its fields)
+    parser.add_argument("--flat", action="store_true", help=argparse.SUPPRESS)  # over flat arrays (`serve`)
     options = parser.parse_args()
     if options.serve:
         if options.setup:
             from xtat.core.candidate import ProcessSetup
 
             ProcessSetup(**json.loads(options.setup)).enter()  # before any jax backend starts
-        serve(options.serve, options.db, options.min_sample, json.loads(options.options or "{}"))
+        serve(options.serve, options.db, options.min_sample, json.loads(options.options or "{}"), options.flat)
         return
     names = options.only.split(",") if options.only else sorted(p.stem for p in EXAMPLES.glob("*.py"))
     rows = []
