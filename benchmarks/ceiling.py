@@ -34,8 +34,14 @@ singles, and a tuned config that joins more global decisions, or one whose singl
 noisy to count, may hold more. Only its global part is measured (`jax.jit` takes no program
 rewrite); the row says what it left out.
 
+`--again FILE` measures the ceiling's config of a file this wrote (its "best") once more, as it was
+measured there, and prints the file's figure beside today's: a ceiling is one day's measurement of a
+machine whose one-CPU figures, for one, move by several percent from day to day. The file is not
+changed; `--json` writes the new row.
+
     .venv/bin/python benchmarks/ceiling.py TARGET [--rounds 15] [--pairs 6] [--top 3] [--recheck 3] \
         [--also CONFIG_JSON]... [--json OUT.json]
+    .venv/bin/python benchmarks/ceiling.py --again CEILING.json [--pairs 6] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -228,9 +234,40 @@ def chosen(rows: dict[str, dict], rechecked: dict[str, dict]) -> str | None:
     return None
 
 
+def measured(target: str, probe: dict, options: argparse.Namespace) -> dict:
+    """One row: a probe with a process setup in pairs of fresh processes, any other in a fresh process."""
+    if probe["setup"]:
+        row = measure_in_process_pairs(target, probe, options.rounds, options.pairs, options.min_batch_s)
+    else:
+        row = measure_in_a_fresh_process(target, probe["options"], options.rounds, options.min_batch_s)
+    return {**probe, **row}
+
+
+def again(path: Path, options: argparse.Namespace) -> None:
+    """`--again`: the file's ceiling config measured once more, beside the file's figure."""
+    try:
+        data = json.loads(path.read_text())
+        target = data["target"]
+        best = chosen(data["rows"], data["rechecked"])  # by today's rule, as the campaign reads the file
+        recorded = data["rechecked"][best] if best else None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise SystemExit(f"--again: {path} is not a file benchmarks/ceiling.py --json wrote: {error}") from None
+    if recorded is None:
+        raise SystemExit(f"--again: {path} holds no ceiling config (its ceiling is 1.000x): nothing to measure")
+    row = measured(target, {"options": recorded["options"], "setup": recorded["setup"]}, options)
+    figure = row.get("error") or f"{row['speedup']:.3f}x [{row['low']:.3f}, {row['high']:.3f}]"
+    print(f"{target}: {best}: the file's {recorded['speedup']:.3f}x [{recorded['low']:.3f}, {recorded['high']:.3f}]"
+          f", today {figure}", flush=True)
+    if options.json:
+        Path(options.json).write_text(json.dumps({"target": target, "best": best, "file": str(path),
+                                                  "recorded": recorded, "again": row}, indent=1) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("target")
+    parser.add_argument("target", nargs="?")
+    parser.add_argument("--again", type=Path, metavar="CEILING.json",
+                        help="measure that file's ceiling config once more (the file is not changed)")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--min-batch-s", type=float, default=0.05)
     parser.add_argument("--pairs", type=int, default=6, help="pairs of fresh processes per runtime decision's row")
@@ -242,6 +279,11 @@ def main() -> None:
     parser.add_argument("--json", help="also write every row here")
     parser.add_argument("--pair", help=argparse.SUPPRESS)  # internal: one fresh process's measurement
     options = parser.parse_args()
+    if options.again is not None:
+        again(options.again, options)
+        return
+    if options.target is None:
+        parser.error("give a TARGET, or --again CEILING.json")
     if options.pair is not None:
         print(json.dumps(pair(options.target, json.loads(options.pair), options.rounds, options.min_batch_s)))
         return
@@ -259,13 +301,7 @@ def main() -> None:
     rows: dict[str, dict] = {}
 
     def run(name: str, probe: dict, table: dict[str, dict] = rows, label: str = "") -> None:
-        if probe["setup"]:
-            measured = measure_in_process_pairs(options.target, probe, options.rounds, options.pairs,
-                                                options.min_batch_s)
-        else:
-            measured = measure_in_a_fresh_process(options.target, probe["options"], options.rounds,
-                                                  options.min_batch_s)
-        row = {**probe, **measured}
+        row = measured(options.target, probe, options)
         table[name] = row
         figure = row.get("error") or (f"{row['speedup']:.3f}x [{row['low']:.3f}, {row['high']:.3f}]"
                                       + ("" if row["same_outputs"] else "  outputs differ: not counted"))
