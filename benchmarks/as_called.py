@@ -5,7 +5,9 @@ processes (`real_code.process_sets`: every process of a set interleaved round by
 of a call jax spends on that tree (`tuning.measure.argument_host_s` over the flat default's call), which
 decides whether the tuner measures finalists as called (`AS_CALLED_SHARE`).
 
-    .venv/bin/python benchmarks/as_called.py TARGET --config CONFIG_JSON... [--sets 8] [--rounds 11]
+    .venv/bin/python benchmarks/as_called.py TARGET [--config CONFIG_JSON]... [--sets 8] [--rounds 11]
+
+Without --config it prints the share alone.
 
 CONFIG_JSON is a config in the tuner's form (its global part: passes, codegen, runtime), e.g.
 '{"runtime": {"cpus": 1}}' or '{"passes": {"cpu-parallel-task-assigner": true}}'. TARGET names an
@@ -53,7 +55,7 @@ def host_share(source: str) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("target")
-    parser.add_argument("--config", action="append", required=True, help="a config in the tuner's form (JSON)")
+    parser.add_argument("--config", action="append", default=[], help="a config in the tuner's form (JSON)")
     parser.add_argument("--sets", type=int, default=8, help="sets of fresh processes per form")
     parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds per set")
     options = parser.parse_args()
@@ -67,6 +69,8 @@ def main() -> None:
     tree_s, call_s = host_share(source)
     print(f"{options.target}: the argument tree takes {tree_s * 1e6:.1f} us of the flat default's "
           f"{call_s * 1e6:.0f} us call ({tree_s / call_s:.1%})", flush=True)
+    if not probes:
+        return
     for form, extra in (("flat", ["--flat"]), ("as called", [])):
         commands = {"baseline": real_code.serve_command(source, 0.05, *extra)}
         for number, probe in enumerate(probes.values()):
@@ -77,6 +81,11 @@ def main() -> None:
             row = measured[f"config {number}"]
             print(f"  {form:9s} {text:60s} {row['speedup']:.3f}x [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}]",
                   flush=True)
+        for key, row in measured.items():  # each two configs head to head: "A/B" is B's time over A's
+            if "/" in key:
+                first, second = (list(probes)[int(side.split()[1])] for side in key.split("/"))
+                print(f"  {form:9s} {first} over {second}: {row['speedup']:.3f}x "
+                      f"[{row['ci'][0]:.3f}, {row['ci'][1]:.3f}]", flush=True)
 
 
 if __name__ == "__main__":
