@@ -140,11 +140,14 @@ class ProcessRunner:
         key = request_digest(*request)
         if key is None:
             return DEFAULT_PROGRAM
-        name = f"program-{key[:16]}.bin"
+        return self._written_once(f"program-{key[:16]}.bin", lambda: self._export_rewritten(*request))
+
+    def _written_once(self, name: str, data: Callable[[], bytes]) -> str:
+        """A program file of the run folder, written the first time it is asked for; its name."""
         path = self.folder / name
         if not path.exists():  # written whole, then renamed: another slot may read it at any moment
             partial = path.with_name(f"{name}.{threading.get_ident()}.partial")
-            partial.write_bytes(self._export_rewritten(*request))
+            partial.write_bytes(data())
             os.replace(partial, path)
         return name
 
@@ -154,13 +157,7 @@ class ProcessRunner:
         if self.source is None:
             raise UserError("a build deployed as called needs the workload's source (a TARGET or Workload.source)")
         data = self.source.with_decisions(dict(candidate.program)).to_bytes()
-        name = f"called-{hashlib.sha256(data).hexdigest()[:16]}.json"
-        path = self.folder / name
-        if not path.exists():  # written whole, then renamed: another slot may read it at any moment
-            partial = path.with_name(f"{name}.{threading.get_ident()}.partial")
-            partial.write_bytes(data)
-            os.replace(partial, path)
-        return name
+        return self._written_once(f"called-{hashlib.sha256(data).hexdigest()[:16]}.json", lambda: data)
 
     def can_call_as_user(self) -> bool:
         return self.source is not None

@@ -196,14 +196,14 @@ class Worker:
     def _call(self, id: str, input_set: p.InputSet) -> Any:
         import jax
 
-        if id in self.lazy:  # test-only fault: the first result again, without computing
-            if self.lazy[id] is None:
-                args, kwargs = self._inputs(self.layouts.get(id, ""), input_set)
-                self.lazy[id] = jax.block_until_ready(self.built[id].compiled(*args, **kwargs))
+        if self.lazy.get(id) is not None:  # test-only fault: the first result again, without computing
             return self.lazy[id]
         args, kwargs = self._inputs(self.layouts.get(id, ""), input_set)
         built = self.built[id]
         out = built.called(input_set, args, kwargs) if isinstance(built, _Deployed) else built.compiled(*args, **kwargs)
+        if id in self.lazy:  # test-only fault: this first result is the one given again
+            self.lazy[id] = jax.block_until_ready(out)
+            return self.lazy[id]
         if self.slowdown_s.get(id):
             time.sleep(self.slowdown_s[id])  # test-only fault
         return jax.block_until_ready(out)

@@ -75,7 +75,6 @@ def finalize(run: RunContext) -> Adoption:
     retimed = [(t, fresh) for t, fresh in (retime(run, t) for t, _ in shortlist) if fresh is not None]
     finalists = promising(retimed, default, settings, settings.finalists)
     candidates = with_parts([t for t, _ in finalists], trials)
-    as_called = measured_as_called(run, default.median_s)
     default_ms = default.median_s * 1e3
     default_ci_ms = ((default.ci_low_s or default.median_s) * 1e3, (default.ci_high_s or default.median_s) * 1e3)
 
@@ -88,6 +87,7 @@ def finalize(run: RunContext) -> Adoption:
                    "in the search's paired timing: the default stays")
         return decided(AdoptionOutcome.NO_CANDIDATE, message)
 
+    as_called = measured_as_called(run, default.median_s)
     try:
         result = side_by_side(runner, stages, {str(t.id): t.config for t in candidates}, settings, as_called)
     except WorkerFailure as failure:
