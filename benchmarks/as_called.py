@@ -33,14 +33,10 @@ def host_share(source: str) -> tuple[float, float]:
     import jax
 
     import xtat
-    from xtat.capture.arguments import flat_function, input_leaves
     from xtat.tuning.measure import argument_host_s
 
     function, (args, kwargs), jit_options = real_code._program(source)
-    fn, dynamic_args, dynamic_kwargs = xtat.Workload(function, args, kwargs, **jit_options).bound()
-    leaves, arrays = input_leaves(dynamic_args, dynamic_kwargs, "args")
-    flat, _ = flat_function(fn, dynamic_args, dynamic_kwargs, leaves)
-    step, inputs = jax.jit(flat), [jax.device_put(a) for a in arrays]
+    step, inputs = real_code.flat_step(function, args, kwargs, jit_options)
     jax.block_until_ready(step(*inputs))
     best = float("inf")
     for _ in range(7):
@@ -49,6 +45,7 @@ def host_share(source: str) -> tuple[float, float]:
             jax.block_until_ready(step(*inputs))
             calls += 1
         best = min(best, (time.perf_counter() - start) / calls)
+    _, dynamic_args, dynamic_kwargs = xtat.Workload(function, args, kwargs, **jit_options).bound()
     return argument_host_s(dynamic_args, dynamic_kwargs), best
 
 

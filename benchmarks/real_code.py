@@ -82,13 +82,8 @@ def serve(example: str, db: str | None, min_sample_s: float, options: dict | Non
         warnings.simplefilter("always")
         step: Any  # xtat.jit's wrapper (it has `lookups`) or jax.jit's
         if flat:
-            from xtat.capture.arguments import flat_function, input_leaves
-
-            fn, dynamic_args, dynamic_kwargs = xtat.Workload(function, args, kwargs, **jit_options).bound()
-            leaves, arrays = input_leaves(dynamic_args, dynamic_kwargs, "args")
-            flat_step, _ = flat_function(fn, dynamic_args, dynamic_kwargs, leaves)
-            step = jax.jit(flat_step, compiler_options=options or None)
-            args, kwargs = tuple(jax.device_put(a) for a in arrays), {}
+            step, args = flat_step(function, args, kwargs, jit_options, options)
+            kwargs = {}
         elif db is not None:
             step = xtat.jit(function, db=db, **jit_options)
         elif options:
@@ -109,6 +104,21 @@ def serve(example: str, db: str | None, min_sample_s: float, options: dict | Non
             print("saved", file=protocol, flush=True)
         else:
             print(sample(call, inner), file=protocol, flush=True)
+
+
+def flat_step(function: Callable, args: tuple, kwargs: dict, jit_options: dict,
+              options: dict | None = None) -> tuple[Callable, tuple]:
+    """A step as the tuner's workers time it: jitted (with `options` as compiler options) over the flat
+    arrays of its dynamic leaves (`capture.arguments.flat_function`), and those arrays on the device."""
+    import jax
+
+    import xtat
+    from xtat.capture.arguments import flat_function, input_leaves
+
+    fn, dynamic_args, dynamic_kwargs = xtat.Workload(function, args, kwargs, **jit_options).bound()
+    leaves, arrays = input_leaves(dynamic_args, dynamic_kwargs, "args")
+    flat, _ = flat_function(fn, dynamic_args, dynamic_kwargs, leaves)
+    return jax.jit(flat, compiler_options=options or None), tuple(jax.device_put(a) for a in arrays)
 
 
 def output_arrays(call: Callable, args: tuple, kwargs: dict) -> list:

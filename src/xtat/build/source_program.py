@@ -51,7 +51,8 @@ class SourceProgram:
         Python scalars as Python scalars, as jax.jit traced them)."""
         import jax
 
-        values = [jax.random.wrap_key_data(x, impl=leaf.key_impl) if leaf.key_impl is not None
-                  else (x.item() if leaf.weak_type else x) for x, leaf in zip(arrays, self._leaves, strict=True)]
+        from xtat.capture.arguments import as_leaves
+
+        values = [x.item() if leaf.weak_type else x for x, leaf in zip(as_leaves(arrays, self._leaves), self._leaves)]
         return jax.tree.unflatten(self._tree, values)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,6 +249,13 @@ def input_leaves(args: tuple, kwargs: dict, what: str) -> tuple[list[InputLeaf],
     return leaves, arrays
 
 
+def as_leaves(arrays: Sequence[Any], leaves: list[InputLeaf]) -> list:
+    """The values jax.jit was given for the flat input arrays: typed keys wrapped again (a worker
+    receives their key data)."""
+    return [x if leaf.key_impl is None else jax.random.wrap_key_data(x, impl=leaf.key_impl)
+            for x, leaf in zip(arrays, leaves, strict=True)]
+
+
 def flat_function(fn: Callable, args: tuple, kwargs: dict,
                   leaves: list[InputLeaf] | None = None) -> tuple[Callable, list[jax.ShapeDtypeStruct]]:
     """fn as a function of the flat host arrays of its dynamic leaves, returning flat output
@@ -262,9 +269,7 @@ def flat_function(fn: Callable, args: tuple, kwargs: dict,
     in_tree = jax.tree.structure((args, kwargs))
 
     def flat(*arrays: Any) -> list:
-        values = [x if leaf.key_impl is None else jax.random.wrap_key_data(x, impl=leaf.key_impl)
-                  for x, leaf in zip(arrays, leaves)]
-        a, kw = jax.tree.unflatten(in_tree, values)
+        a, kw = jax.tree.unflatten(in_tree, as_leaves(arrays, leaves))
         return [jax.random.key_data(o) if is_typed_key(o) else o for o in jax.tree.leaves(fn(*a, **kw))]
 
     return flat, [leaf.spec for leaf in leaves]
