@@ -256,15 +256,22 @@ def test_sweep_is_breadth_first_and_combines_each_clear_win_as_soon_as_a_value_s
     assert all(not c.get("codegen", {}).get("c") for c in greedy if len(c.get("codegen", {})) > 1)
 
 
-def test_sweep_combines_changes_within_the_margin_only_after_the_sweep():
-    strategy = _strategy("sweep", decisions=[P, A, C])
+def test_sweep_combines_global_changes_within_the_margin_before_any_per_op_probe():
+    unroll = Decision("program", "scan@3", (1, 2), 1)  # a per-op decision: after every global one
+
+    def seconds(config: Config) -> float | None:  # FakeBuilder: unroll 2 is 1% faster, inside the margin
+        plain = fake_builder(config)
+        return None if plain is None else plain * (0.99 if _value(config, unroll) == 2 else 1.0)
+
+    strategy = _strategy("sweep", decisions=[P, A, C, unroll])
     probes = sum(len(configs) for _, configs in strategy.probes)
-    history = _drive(strategy, 1 + probes + 2)
-    asked = [config for config, _ in history]
-    # p is 1% faster (inside the margin) and a=2 20%: a=2 is the best once a is swept, c is probed,
-    # and p joins a=2 only after the sweep, as the first config after it.
-    assert [c for c in asked[:1 + probes]] == [{}, *breadth_first(strategy.probes)]
-    assert asked[1 + probes] == {"codegen": {"a": 2}, "passes": {"p": True}}
+    asked = [config for config, _ in _drive(strategy, 1 + probes + 2, seconds)]
+    swept = [c for c in breadth_first(strategy.probes) if "program" not in c]
+    assert asked[:1 + len(swept)] == [{}, *swept]
+    # p is 1% faster and a=2 20%: p joins a=2 once the global decisions are swept, before the
+    # per-op probe; the per-op change within the margin joins only after the whole sweep.
+    assert asked[1 + len(swept):] == [{"codegen": {"a": 2}, "passes": {"p": True}}, {"program": {"scan@3": 2}},
+                                      {"codegen": {"a": 2}, "passes": {"p": True}, "program": {"scan@3": 2}}]
 
 
 def test_sweep_keeps_process_setups_to_the_time_the_other_decisions_had():

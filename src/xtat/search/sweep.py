@@ -19,9 +19,14 @@ faster. A clear win (faster than the base beyond the tie margin) joins as soon a
 it is seen, before the sweep goes on: a short budget that ends inside the sweep
 (quick effort ends among the global decisions) still ends with its clear wins
 combined, where the ceiling's best usually lies (the CPU count with a pass or an
-option). After the sweep, the changes that were faster only within the margin are
-tried the same way, fastest first. A decision's value found faster later in the
-sweep is tried in place of the one combined.
+option). Once every global decision is swept, the global changes that were faster
+only within the margin are tried the same way, fastest first, before any per-op
+probe: a 1-2% pass on top of the CPU count is where a ceiling's last few percent
+often lie, and a standard budget can end among the per-op probes (at 7e46721
+Haiku's spent its last 22 trials on dot layouts and never tried one CPU with
+`cpu-parallel-task-assigner` off, the ceiling's config). The per-op changes
+within the margin join after the whole sweep. A decision's value found faster
+later in the sweep is tried in place of the one combined.
 
 The random phase keeps each decision at its base value half of the time (XLA's
 defaults are usually good, and configs near them compile and verify more often).
@@ -64,7 +69,9 @@ class SweepThenRandom(SearchStrategy):
         self._trying: tuple[Config, tuple[Config, float]] | None = None
 
     def _propose(self) -> Config | None:
-        combination = self._combine(clear_only=not self._swept)
+        combination = self._combine(clear_only=not self._swept, per_op=self._swept)
+        if combination is None and not self._swept and self._globals_swept():
+            combination = self._combine(clear_only=False, per_op=False)
         if combination is not None:
             return combination
         probe = self._next_probe()
@@ -74,6 +81,10 @@ class SweepThenRandom(SearchStrategy):
             self._swept = True
             return self._propose()
         return self.sample(keep_base=0.5)
+
+    def _globals_swept(self) -> bool:
+        """Whether only per-op probes are left of the sweep."""
+        return all(config_key(c) in self._per_op_probes for c in self._sweep)
 
     def _next_probe(self) -> Config | None:
         """The sweep's next probe in its order, except that a process setup's (a runtime decision:
@@ -110,11 +121,12 @@ class SweepThenRandom(SearchStrategy):
             timed = [self._best, single] + ([(config, seconds)] if seconds is not None else [])
             self._best = min(timed, key=lambda t: t[1])
 
-    def _combine(self, clear_only: bool) -> Config | None:
-        """The next greedy combination to measure, or None (none is left, or one is in flight)."""
+    def _combine(self, clear_only: bool, per_op: bool) -> Config | None:
+        """The next greedy combination to measure, or None (none is left, or one is in flight);
+        `per_op`: the per-op decisions' changes may join too."""
         if self._trying is not None:
             return None
-        for seconds, decision, change in self._helpful_changes(clear_only):
+        for seconds, decision, change in self._helpful_changes(clear_only, per_op):
             if decision in self._combined and self._combined[decision] <= seconds:
                 continue
             self._combined[decision] = seconds
@@ -127,10 +139,11 @@ class SweepThenRandom(SearchStrategy):
             return combination  # known already: `ask` tells it at once
         return None
 
-    def _helpful_changes(self, clear_only: bool) -> list[tuple[float, tuple[str, str], Config]]:
+    def _helpful_changes(self, clear_only: bool, per_op: bool) -> list[tuple[float, tuple[str, str], Config]]:
         """Per decision that is not a no-op, its fastest single change that beat the base, fastest
         first: beyond the tie margin when `clear_only` (a clear win joins as soon as one value shows
-        it, its other values may be probed later), else among all its values once all were told."""
+        it, its other values may be probed later), else among all its values once all were told, and
+        of the global decisions only unless `per_op`."""
         base_s = self.results.get(config_key(self.base))
         if base_s is None:
             return []
@@ -140,6 +153,8 @@ class SweepThenRandom(SearchStrategy):
         for decision, configs in self.probes:
             told = [c for c in configs if config_key(c) in self.results]
             if (decision.stage, decision.id) in no_ops or not told or (not clear_only and len(told) < len(configs)):
+                continue
+            if not clear_only and not per_op and is_per_op(decision):
                 continue
             timed = [(s, c) for c in told if (s := self.results[config_key(c)]) is not None and s < bound]
             if timed:
