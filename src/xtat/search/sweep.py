@@ -21,10 +21,11 @@ it is seen, before the sweep goes on: a short budget that ends inside the sweep
 combined, where the ceiling's best usually lies (the CPU count with a pass or an
 option). Once every global decision is swept, the global changes that were faster
 only within the margin are tried the same way, fastest first, before any per-op
-probe: a 1-2% pass on top of the CPU count is where a ceiling's last few percent
-often lie, and a standard budget can end among the per-op probes (at 7e46721
-Haiku's spent its last 22 trials on dot layouts and never tried one CPU with
-`cpu-parallel-task-assigner` off, the ceiling's config). The per-op changes
+probe: a 1-2% option on top of the CPU count is where a ceiling's last few
+percent often lie, and a standard budget can end among the per-op probes (at
+7e46721 Haiku's spent its last 22 trials on dot layouts, none faster, and never
+tried one CPU with `cpu-parallel-task-assigner` off or two host devices, each
+1.02x alone). The per-op changes
 within the margin join after the whole sweep. A decision's value found faster
 later in the sweep is tried in place of the one combined.
 
