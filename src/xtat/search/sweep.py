@@ -25,9 +25,9 @@ probe: a 1-2% option on top of the CPU count is where a ceiling's last few
 percent often lie, and a standard budget can end among the per-op probes (at
 7e46721 Haiku's spent its last 22 trials on dot layouts, none faster, and never
 tried one CPU with `cpu-parallel-task-assigner` off or two host devices, each
-1.02x alone). The per-op changes
-within the margin join after the whole sweep. A decision's value found faster
-later in the sweep is tried in place of the one combined.
+1.02x alone). The per-op changes within the margin join after the whole sweep. A
+decision's value found faster later in the sweep is tried in place of the one
+combined.
 
 The random phase keeps each decision at its base value half of the time (XLA's
 defaults are usually good, and configs near them compile and verify more often).
