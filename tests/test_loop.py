@@ -492,14 +492,22 @@ def test_candidates_race_against_what_the_incumbent_is_surely_worth():
     from xtat.store.records import Trial
     from xtat.tuning.measure import race_incumbent
 
-    def trial(speedup: float, low: float, raced: bool = False) -> Trial:
-        return Trial(1, 1, 1, {"codegen": {WIDTH: 512}}, TrialStatus.OK, None, 0.1, "x", 1e-3, 1e-3, 1e-3, [1e-3],
+    codegen, one_cpu = {"codegen": {WIDTH: 512}}, {"runtime": {"cpus": 1}}
+
+    def trial(speedup: float, low: float, raced: bool = False, config: dict = codegen) -> Trial:
+        return Trial(1, 1, 1, config, TrialStatus.OK, None, 0.1, "x", 1e-3, 1e-3, 1e-3, [1e-3],
                      None, None, None, None, None, 0.0, raced=raced, speedup=speedup, speedup_low=low)
 
     # The best median of many noisy figures overstates its trial: the race is run against the best
     # lower bound, and a raced trial's partial figure never sets it.
-    assert race_incumbent([trial(2.0, 1.2), trial(1.5, 1.4), trial(3.0, 2.5, raced=True)]) == 1.4
-    assert race_incumbent([]) == 1.0
+    assert race_incumbent([trial(2.0, 1.2), trial(1.5, 1.4), trial(3.0, 2.5, raced=True)], codegen) == 1.4
+    assert race_incumbent([], codegen) == 1.0
+    # Each kind, with a process setup or without, races its own best: a setup's figure rests on a
+    # factor measured across processes, and a flat figure may rank it above what the user's step gets.
+    setup_ahead = [trial(1.9, 1.8, config=one_cpu), trial(1.1, 1.05)]
+    assert race_incumbent(setup_ahead, {"passes": {"cse": True}}) == 1.05
+    assert race_incumbent(setup_ahead, {**one_cpu, "passes": {"cse": True}}) == 1.8
+    assert race_incumbent([trial(1.5, 1.4)], one_cpu) == 1.0
 
 
 def test_a_runtime_setup_is_timed_beside_the_default_in_its_own_worker_scaled_by_its_factor(tmp_path, monkeypatch):

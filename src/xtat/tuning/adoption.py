@@ -16,7 +16,7 @@ from xtat.stages.base import concretize
 from xtat.store.records import Trial
 from xtat.tuning.confirmation import Confirmation, Verdict, confirm
 from xtat.tuning.context import RunContext
-from xtat.tuning.measure import AS_CALLED_SHARE, Figure, argument_host_s, retime, search_speedup
+from xtat.tuning.measure import AS_CALLED_SHARE, Figure, argument_host_s, retime, search_speedup, sets_up_process
 from xtat.tuning.result import AdoptionOutcome, Finalist
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
@@ -171,11 +171,6 @@ def promising(figures: list[tuple[Trial, Figure]], default: Trial, settings: Tun
         if len(chosen) == count:
             break
     return sorted([*chosen, *held[:count - len(chosen)]], key=lambda pair: -pair[1].speedup)
-
-
-def sets_up_process(config: Config) -> bool:
-    """Whether the config holds a process setup (runtime decisions): it deploys with `xtat run`."""
-    return bool(config.get(SETUP_STAGE))
 
 
 def without_setup(config: Config) -> Config:

@@ -14,6 +14,7 @@ from xtat.core.status import TrialStatus
 from xtat.runner.base import DEFAULT_ID
 from xtat.runner.protocol import Failed
 from xtat.runner.timing import Race, median_ci, speedup_ci
+from xtat.search.order import SETUP_STAGE
 from xtat.stages.base import concretize
 from xtat.store.records import Timing, Trial, TrialOutcome
 from xtat.tuning.context import RunContext
@@ -61,7 +62,7 @@ def measure(run: RunContext, config: Config, candidate: Candidate, key: str, tri
             same_as=same.id, timing=recorded_timing(same),
             error=None if same.status == TrialStatus.OK else f"same executable as trial {same.id} ({same.status})",
             worker_s=built.compile_s, raced=same.raced)), spent
-    race = None if is_default else Race(race_incumbent(store.trials(workload_id)),
+    race = None if is_default else Race(race_incumbent(store.trials(workload_id), config),
                                         settings.race_margin if settings.race_margin is not None else float("inf"),
                                         settings.race_min_samples)
     timed = runner.measure(cid, candidate, settings.tolerance, settings.timing, is_default=is_default, race=race)
@@ -102,13 +103,26 @@ def recorded_timing(trial: Trial) -> Timing | None:
     return Timing(trial.median_s, ci, speedup=speedup)
 
 
-def race_incumbent(trials: list[Trial]) -> float:
-    """What a candidate races against: the best lower bound of the paired speedup over the default
-    of a fully timed trial (1 while the default is the best). The lower bound, not the median: the
-    best median of many noisy figures overstates its trial (the winner's curse), and a candidate
-    raced out by a phantom is never timed in full again."""
+def race_incumbent(trials: list[Trial], config: Config) -> float:
+    """What a candidate (its config: `config`) races against: the best lower bound of the paired
+    speedup over the default of a fully timed trial of its kind, with a process setup or without
+    (`sets_up_process`; 1 while the default is the best). The lower bound, not the median: the best
+    median of many noisy figures overstates its trial (the winner's curse), and a candidate raced
+    out by a phantom is never timed in full again. Of its kind: a setup's figures share the error of
+    its factor, measured across processes, and a flat program's figure need not rank a setup as the
+    user's step does (`AS_CALLED_SHARE`), so neither kind races the other out; the shortlist gives
+    each kind places of its own (`adoption.promising`). On Flax NNX, `cpu-parallel-task-assigner`
+    off (the ceiling's config, 1.29x as called) was raced out after three pairs by one CPU's 1.89x
+    flat (1.21x as called) and never reached the finalists."""
+    kind = sets_up_process(config)
     return max((t.speedup_low if t.speedup_low is not None else t.speedup for t in trials
-                if t.status == TrialStatus.OK and t.speedup is not None and not t.raced), default=1.0)
+                if t.status == TrialStatus.OK and t.speedup is not None and not t.raced
+                and sets_up_process(t.config) == kind), default=1.0)
+
+
+def sets_up_process(config: Config) -> bool:
+    """Whether the config holds a process setup (runtime decisions): it deploys with `xtat run`."""
+    return bool(config.get(SETUP_STAGE))
 
 
 def retime(run: RunContext, trial: Trial) -> tuple[Trial, Figure | None]:
