@@ -167,7 +167,7 @@ def test_a_process_setup_that_adds_no_more_than_the_tie_margin_is_left_out_of_th
         width = 1.3 if c.compile_options.get(WIDTH) == 512 else 1.0
         return DEFAULT_S / width / (1.015 if c.process.cpus == 1 else 1.0)
 
-    result = tune(db, FakeRunner(time_of, jitter=0.005), finalists=1, stages=("runtime", "codegen"), options=(WIDTH,))
+    result = tune(db, FakeRunner(time_of, jitter=0.002), finalists=1, stages=("runtime", "codegen"), options=(WIDTH,))
     assert any(t.config.get("runtime", {}).get("cpus") == 1 and t.config.get("codegen", {}).get(WIDTH) == 512
                for t in trials(db))  # the search measured the two together
     assert result.adopted and result.best_config == {"codegen": {WIDTH: 512}}, (result.best_config, result.message)
