@@ -21,6 +21,7 @@ deploy path) and its jax.jit process as the user's would be (the row says so).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import math
@@ -29,7 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,12 +131,10 @@ def output_arrays(call: Callable, args: tuple, kwargs: dict) -> list:
             for x in jax.tree.leaves(jax.block_until_ready(call(*args, **kwargs)))]
 
 
-def _one_set(commands: dict[str, list[str]], rounds: int, save: str | None = None) -> tuple[dict, dict[str, list]]:
-    """One set of fresh processes (a "baseline" and the others), interleaved round by round; `save`:
-    the "candidate" process's outputs are saved there (.npz) after its rounds. Returns what each
-    process said when it was ready, and each one's samples."""
-    from xtat.runner.timing import interleave
-
+@contextlib.contextmanager
+def serving(commands: dict[str, list[str]]) -> Iterator[tuple[dict[str, subprocess.Popen], dict[str, dict]]]:
+    """One fresh process per command (a `--serve` process, or one started through `xtat run`), each
+    read until it says it is ready; yields the processes and what each said, and kills them after."""
     processes = {label: subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, text=True)
                  for label, command in commands.items()}
@@ -148,14 +147,28 @@ def _one_set(commands: dict[str, list[str]], rounds: int, save: str | None = Non
             if not line:
                 raise RuntimeError(f"the {label} process ({' '.join(commands[label])}) failed to start")
             ready[label] = json.loads(line)
+        yield processes, ready
+    finally:
+        for process in processes.values():
+            process.kill()
 
-        def sampler(process: subprocess.Popen) -> Callable[[], float]:
-            def one() -> float:
-                process.stdin.write("sample\n")  # type: ignore[union-attr]
-                process.stdin.flush()  # type: ignore[union-attr]
-                return float(process.stdout.readline())  # type: ignore[union-attr]
-            return one
 
+def sampler(process: subprocess.Popen) -> Callable[[], float]:
+    """One timed sample of a `serving` process, asked for and read back."""
+    def one() -> float:
+        process.stdin.write("sample\n")  # type: ignore[union-attr]
+        process.stdin.flush()  # type: ignore[union-attr]
+        return float(process.stdout.readline())  # type: ignore[union-attr]
+    return one
+
+
+def _one_set(commands: dict[str, list[str]], rounds: int, save: str | None = None) -> tuple[dict, dict[str, list]]:
+    """One set of fresh processes (a "baseline" and the others), interleaved round by round; `save`:
+    the "candidate" process's outputs are saved there (.npz) after its rounds. Returns what each
+    process said when it was ready, and each one's samples."""
+    from xtat.runner.timing import interleave
+
+    with serving(commands) as (processes, ready):
         samples = interleave({label: sampler(process) for label, process in processes.items()}, rounds)
         if save is not None:
             candidate = processes["candidate"]
@@ -163,9 +176,6 @@ def _one_set(commands: dict[str, list[str]], rounds: int, save: str | None = Non
             candidate.stdin.flush()  # type: ignore[union-attr]
             if candidate.stdout.readline().strip() != "saved":  # type: ignore[union-attr]
                 raise RuntimeError("the candidate process failed to save its outputs")
-    finally:
-        for process in processes.values():
-            process.kill()
     return ready, samples
 
 

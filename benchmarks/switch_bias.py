@@ -16,7 +16,6 @@ import json
 import math
 import random
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,35 +25,18 @@ import real_code  # noqa: E402  (a sibling benchmark: fresh measuring processes)
 
 def one_set(commands: dict[str, list[str]], rounds: int, seed: int) -> dict[str, tuple[list[float], list[float]]]:
     """Each process's first and second samples of its turns, rounds in a random order, two dropped."""
-    processes = {label: subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.DEVNULL, text=True)
-                 for label, command in commands.items()}
-    try:
-        for label, process in processes.items():
-            line = process.stdout.readline()  # type: ignore[union-attr]
-            while line and not line.startswith("{"):
-                line = process.stdout.readline()  # type: ignore[union-attr]
-            if not line:
-                raise RuntimeError(f"the {label} process failed to start")
-
-        def sample(process: subprocess.Popen) -> float:
-            process.stdin.write("sample\n")  # type: ignore[union-attr]
-            process.stdin.flush()  # type: ignore[union-attr]
-            return float(process.stdout.readline())  # type: ignore[union-attr]
-
+    with real_code.serving(commands) as (processes, _):
+        samplers = {label: real_code.sampler(process) for label, process in processes.items()}
         taken: dict[str, tuple[list[float], list[float]]] = {label: ([], []) for label in processes}
         order, shuffle = list(processes), random.Random(seed)
         for index in range(rounds + 2):
             shuffle.shuffle(order)
             for label in order:
-                first, second = sample(processes[label]), sample(processes[label])
+                first, second = samplers[label](), samplers[label]()
                 if index >= 2:
                     taken[label][0].append(first)
                     taken[label][1].append(second)
         return taken
-    finally:
-        for process in processes.values():
-            process.kill()
 
 
 def main() -> None:
