@@ -153,12 +153,22 @@ def serving(commands: dict[str, list[str]]) -> Iterator[tuple[dict[str, subproce
             process.kill()
 
 
-def sampler(process: subprocess.Popen) -> Callable[[], float]:
-    """One timed sample of a `serving` process, asked for and read back."""
-    def one() -> float:
+def sampler(process: subprocess.Popen, settle: int = 1) -> Callable[[], float]:
+    """One timed sample of a `serving` process, asked for and read back, after `settle` samples taken
+    and dropped. Each turn of `interleave` follows another process's turn, and a process's first
+    sample after that reads slow, the more so the more threads it has: the default's by 5-13% on
+    Haiku's step against 2-4% for a one-CPU process, which read one CPU 1.138x there on first
+    samples against 1.051x on the next (`benchmarks/switch_bias.py`). The tuner's placements drop
+    that sample too (`ProcessPlacement.sample_pairs`), so the two time the same steady state."""
+    def ask() -> float:
         process.stdin.write("sample\n")  # type: ignore[union-attr]
         process.stdin.flush()  # type: ignore[union-attr]
         return float(process.stdout.readline())  # type: ignore[union-attr]
+
+    def one() -> float:
+        for _ in range(settle):
+            ask()
+        return ask()
     return one
 
 
@@ -181,7 +191,8 @@ def _one_set(commands: dict[str, list[str]], rounds: int, save: str | None = Non
 
 def process_sets(commands: dict[str, list[str]], rounds: int, sets: int, save: str | None = None) -> dict[str, dict]:
     """`sets` sets of fresh processes, one started by each command (a `--serve` process, or one started
-    through `xtat run`), one set after another, interleaved round by round within a set.
+    through `xtat run`), one set after another, interleaved round by round within a set; a process's
+    turn drops one sample and keeps the next (`sampler`).
 
     A process is the unit here, not a round: two processes holding the same
     executable differed by up to 24% on this machine (heap and code placement),

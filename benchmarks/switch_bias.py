@@ -1,7 +1,7 @@
 """Does the first sample a process gives after the other process ran read a process setup faster
 than its next sample does? The measuring processes of `real_code.process_sets` (the ceiling's pairs
-and the delivered figures) give one sample a turn; the tuner's placements drop the first sample
-after a switch (`ProcessPlacement.sample_pairs`). This takes two samples a turn from a default
+and the delivered figures) gave one sample a turn before 2026-12-06 and now drop the first, as the
+tuner's placements do (`ProcessPlacement.sample_pairs`). This takes two samples a turn from a default
 process and one entering `--setup`, in `--sets` pairs of fresh processes, `--rounds` rounds each in
 a random order (two more dropped), and prints the setup's speedup on the first samples and on the
 second, and how much slower each process's first sample is than its second.
@@ -26,7 +26,7 @@ import real_code  # noqa: E402  (a sibling benchmark: fresh measuring processes)
 def one_set(commands: dict[str, list[str]], rounds: int, seed: int) -> dict[str, tuple[list[float], list[float]]]:
     """Each process's first and second samples of its turns, rounds in a random order, two dropped."""
     with real_code.serving(commands) as (processes, _):
-        samplers = {label: real_code.sampler(process) for label, process in processes.items()}
+        samplers = {label: real_code.sampler(process, settle=0) for label, process in processes.items()}
         taken: dict[str, tuple[list[float], list[float]]] = {label: ([], []) for label in processes}
         order, shuffle = list(processes), random.Random(seed)
         for index in range(rounds + 2):
