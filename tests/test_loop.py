@@ -17,6 +17,7 @@ from tiny import FAST, mlp, tiny_mlp
 from xtat.core.candidate import Candidate
 from xtat.core.space import config_key
 from xtat.core.status import TrialStatus
+from xtat.runner.base import WorkerFailure
 from xtat.search import STRATEGIES
 from xtat.store.sql import Store
 from xtat.tuning.result import AdoptionOutcome
@@ -67,6 +68,33 @@ def test_a_win_timed_while_the_machine_slows_down_is_found_by_its_paired_figure(
     assert won.median_s > 1.3 * default.median_s  # its raw time: slower than the default's early one
     assert 1.25 < won.speedup < 1.35 and won.speedup_low > 1.2  # paired: the win
     assert result.adopted and result.best_config["codegen"][WIDTH] == 512, result.message
+
+
+@dataclass
+class SideBySideCrashes(FakeRunner):
+    """TEST DOUBLE: a FakeRunner whose first `crashes` side-by-side re-measurements (`interleave`)
+    lose their worker, as the GPT train step's did by SIGSEGV."""
+
+    crashes: int = 1
+
+    def interleave(self, builds, rounds, timing, deploy=None):
+        if self.crashes:
+            self.crashes -= 1
+            raise WorkerFailure(TrialStatus.CRASH, "worker killed by SIGSEGV (the fake)")
+        return super().interleave(builds, rounds, timing, deploy)
+
+
+def test_a_worker_that_dies_in_side_by_side_is_retried_once_in_fresh_workers(db):
+    once = SideBySideCrashes(faster_with(WIDTH, 512, 1.5), crashes=1)
+    result = tune(db, once)
+    assert result.adopted and result.best_config["codegen"][WIDTH] == 512, result.message
+    assert "retried in fresh workers after: crash: worker killed by SIGSEGV" in result.message
+
+
+def test_a_worker_that_dies_in_side_by_side_twice_keeps_the_default_and_says_so(db):
+    result = tune(db, SideBySideCrashes(faster_with(WIDTH, 512, 1.5), crashes=2))
+    assert not result.adopted and result.outcome is AdoptionOutcome.REMEASURE_FAILED
+    assert result.message.count("worker killed by SIGSEGV") == 2 and "failed 2 times" in result.message
 
 
 def test_a_tie_is_not_adopted(db):

@@ -21,6 +21,8 @@ from xtat.tuning.result import AdoptionOutcome, Finalist
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
 
+SIDE_BY_SIDE_TRIES = 2  # the finalists' re-measurement, tried again once after a worker failure
+
 
 @dataclass(frozen=True)
 class Adoption:
@@ -78,8 +80,12 @@ def finalize(run: RunContext) -> Adoption:
     default_ms = default.median_s * 1e3
     default_ci_ms = ((default.ci_low_s or default.median_s) * 1e3, (default.ci_high_s or default.median_s) * 1e3)
 
+    crashes: list[str] = []  # side by side's worker failures, each retried in fresh workers
+
     def decided(outcome: AdoptionOutcome, message: str, best: Finalist | None = None,
                 finalists: tuple[Finalist, ...] = ()) -> Adoption:
+        if crashes and outcome is not AdoptionOutcome.REMEASURE_FAILED:
+            message += f" (the finalists' re-measurement was retried in fresh workers after: {crashes[0]})"
         return Adoption(default_ms, default_ci_ms, outcome, message, best, finalists)
 
     if not candidates:
@@ -88,11 +94,20 @@ def finalize(run: RunContext) -> Adoption:
         return decided(AdoptionOutcome.NO_CANDIDATE, message)
 
     as_called = measured_as_called(run, default.median_s)
-    try:
-        result = side_by_side(runner, stages, {str(t.id): t.config for t in candidates}, settings, as_called)
-    except WorkerFailure as failure:
-        message = f"no significant improvement: finalist re-measurement failed ({failure.status}: {failure.error})"
-        return decided(AdoptionOutcome.REMEASURE_FAILED, message)
+    # A worker that dies while the finalists are placed or timed takes every finalist with it. Each
+    # finalist ran in the search already, so a crash here is most often the machinery's, not a
+    # config's: the GPT train step's side by side died by SIGSEGV in both of the campaign's runs at
+    # 5ee496e, so neither adopted anything; quick's run again went through. One retry, in fresh workers.
+    while True:
+        try:
+            result = side_by_side(runner, stages, {str(t.id): t.config for t in candidates}, settings, as_called)
+            break
+        except WorkerFailure as failure:
+            crashes.append(f"{failure.status}: {failure.error}")
+            if len(crashes) == SIDE_BY_SIDE_TRIES:
+                message = (f"no significant improvement: finalist re-measurement failed {len(crashes)} times "
+                           f"({'; '.join(crashes)})")
+                return decided(AdoptionOutcome.REMEASURE_FAILED, message)
     if result.default_failed:
         return decided(AdoptionOutcome.DEFAULT_FAILED, "no significant improvement: the default failed to rebuild")
     if result.default is None:
