@@ -157,6 +157,31 @@ def test_a_dying_or_failing_candidate_is_recorded_and_the_others_finish(db, monk
     assert_nothing_lost(db, before, workers)
 
 
+def test_a_worker_that_dies_running_one_of_its_builds_side_by_side_names_that_build(tmp_path, monkeypatch):
+    """The finalists share a worker when placed side by side: the failure must name the build that
+    killed it (adoption demotes that one and measures the rest again), not the worker's others."""
+    from xtat.capture.workload import capture
+    from xtat.core.candidate import Candidate
+    from xtat.runner.base import WorkerFailure
+    from xtat.runner.process import ProcessRunner
+    from xtat.tuning.settings import TuneSettings
+
+    monkeypatch.setenv("XTAT_FAULT", "victim:run:segfault")
+    captured = capture(tiny_mlp())
+    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, captured.verify_inputs,
+                           lambda program, layout: b"", 60.0, 10.0, 20.0)
+    builds = [("default", Candidate()), ("other", Candidate(compile_options={"xla_cpu_prefer_vector_width": 128})),
+              ("victim", Candidate(compile_options={"xla_cpu_prefer_vector_width": 512}))]
+    try:
+        runner.start()
+        with pytest.raises(WorkerFailure) as failure:
+            runner.interleave(builds, 3, TuneSettings(**FAST).timing)
+        assert failure.value.build == "victim" and "SIGSEGV" in failure.value.error
+        assert runner.interleave(builds[:2], 3, TuneSettings(**FAST).timing)  # the others still run
+    finally:
+        runner.close()
+
+
 @pytest.mark.slow  # a measurement-quality check (~30 s); the default run kills workers in the tests above
 def test_after_an_abort_the_next_candidate_runs_in_a_fresh_worker_and_times_as_when_alone(db, tmp_path, monkeypatch):
     workers = _workers()

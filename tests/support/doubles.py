@@ -324,8 +324,8 @@ class MemoryStore:
         metrics = next(t.metrics for t in self._trials if t.id == trial_id)
         self._replace(trial_id, **timing.columns(), metrics={**(metrics or {}), "search_pairs": search_pairs})
 
-    def demote_trial(self, trial_id: int, error: str) -> None:
-        self._replace(trial_id, status=TrialStatus.WRONG_RESULT, error=error)
+    def demote_trial(self, trial_id: int, error: str, status: TrialStatus = TrialStatus.WRONG_RESULT) -> None:
+        self._replace(trial_id, status=status, error=error)
 
     def _replace(self, trial_id: int, **fields: object) -> None:
         self._claims.pop(trial_id, None)

@@ -28,10 +28,11 @@ DEFAULT_ID = "default"  # the build id of the unchanged program under default op
 class WorkerFailure(Exception):
     """The measuring process did not answer: it died, ran past its deadline or out of memory."""
 
-    def __init__(self, status: TrialStatus, error: str):
+    def __init__(self, status: TrialStatus, error: str, build: str | None = None):
         super().__init__(error)
         self.status = status  # crash, timeout or oom
         self.error = error
+        self.build = build  # the build id it was building or running, where known (`place`, `sample_pairs`)
 
 
 class ExecutorKind(StrEnum):

@@ -439,14 +439,17 @@ class ProcessRunner:
             self._load(worker)
             replies: list[tuple[str, p.Reply]] = []
             for id, candidate in by_setup[setup]:
-                if deploy is None:
-                    replies.append((id, self._compile(worker, id, candidate, is_default=id == DEFAULT_ID)))
-                    continue
-                program = self.called_program_file(candidate) if deploy.as_called else self.program_file(candidate)
-                replies.append((id, worker.request(p.Deploy(id, program, dict(candidate.compile_options),
-                                                            deploy.tolerance, is_default=id == DEFAULT_ID,
-                                                            layout=candidate.layout, as_called=deploy.as_called),
-                                                   self.compile_deadline_s)))
+                with _blaming(id):
+                    if deploy is None:
+                        replies.append((id, self._compile(worker, id, candidate, is_default=id == DEFAULT_ID)))
+                        continue
+                    program = (self.called_program_file(candidate) if deploy.as_called
+                               else self.program_file(candidate))
+                    replies.append((id, worker.request(p.Deploy(id, program, dict(candidate.compile_options),
+                                                                deploy.tolerance, is_default=id == DEFAULT_ID,
+                                                                layout=candidate.layout,
+                                                                as_called=deploy.as_called),
+                                                       self.compile_deadline_s)))
             return replies
 
         with ThreadPoolExecutor(len(workers), thread_name_prefix="xtat-place") as threads:
@@ -461,7 +464,7 @@ class ProcessRunner:
                 placed.append((id, workers[candidate.process]))
         inner = {}
         for id, worker in placed:
-            with holding(self.measure_lock):
+            with holding(self.measure_lock), _blaming(id):
                 calibrated = worker.request(p.Calibrate(id, timing), self.measure_deadline_s)
             if not isinstance(calibrated, p.Calibrated):
                 raise WorkerFailure(TrialStatus.RUN_ERROR, f"calibrating {id} failed: {_why(calibrated)}")
@@ -529,12 +532,24 @@ class ProcessPlacement:
         return pairs
 
     def _sample(self, id: str, worker: WorkerProcess) -> float:
-        with holding(self.measure_lock):
+        with holding(self.measure_lock), _blaming(id):
             if worker is not self._last:
                 _sampled(worker.request(p.Sample(id, self.inner[id]), self.deadline_s), id)
                 self._last = worker
             reply = worker.request(p.Sample(id, self.inner[id]), self.deadline_s)
         return _sampled(reply, id)
+
+
+@contextmanager
+def _blaming(id: str) -> Iterator[None]:
+    """A worker that fails while building or running `id` is that build's failure (`WorkerFailure.build`):
+    the worker holds other builds too, and they must not be blamed with it."""
+    try:
+        yield
+    except WorkerFailure as failure:
+        if failure.build is None:
+            failure.build = id
+        raise
 
 
 def _sampled(reply: p.Reply, what: str) -> float:

@@ -334,8 +334,10 @@ class Worker:
 
     def calibrate(self, request: p.Calibrate) -> p.Calibrated:
         """Inner repeats for one sample of this build (the first call also warms it up)."""
+        from xtat.runner import faults
         from xtat.runner.timing import calibrate
 
+        faults.inject(request.id, "run", request.id == "default")  # placed side by side, or confirmed
         call = lambda: self._call(request.id, p.InputSet.MAIN)  # noqa: E731
         call()
         return p.Calibrated(calibrate(call, request.timing))

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from xtat.core.status import RunStatus
+from xtat.core.status import RunStatus, TrialStatus
 
 if TYPE_CHECKING:
     from xtat.store.records import (
@@ -131,8 +131,9 @@ class TuningStorage(LookupReads, Protocol):
         that the first `search_pairs` of its pairs are the search's (`Trial.search_pairs`)."""
         ...
 
-    def demote_trial(self, trial_id: int, error: str) -> None:
-        """A finished trial failed a later check: `wrong_result`, never chosen again."""
+    def demote_trial(self, trial_id: int, error: str, status: TrialStatus = TrialStatus.WRONG_RESULT) -> None:
+        """A finished trial failed a later check (`wrong_result`), or crashed its worker when run again
+        (`crash`): never chosen again."""
         ...
 
     def trial(self, workload_id: int, key: str) -> Trial | None: ...

@@ -474,11 +474,11 @@ class Store:
                                                           "search_pairs": search_pairs})
             conn.execute(sa.update(s.trials).where(s.trials.c.id == trial_id).values(**values))
 
-    def demote_trial(self, trial_id: int, error: str) -> None:
+    def demote_trial(self, trial_id: int, error: str, status: TrialStatus = TrialStatus.WRONG_RESULT) -> None:
         """An adopted-candidate check failed later: it may never be chosen again."""
         with self._write() as conn:
             conn.execute(sa.update(s.trials).where(s.trials.c.id == trial_id)
-                         .values(status=TrialStatus.WRONG_RESULT.value, error=error))
+                         .values(status=status.value, error=error))
 
     def measured_with_hash(self, workload_id: int, exe_hash: str, asking_id: int) -> Trial | None:
         """The earliest measured trial of this executable other than the asking trial's own row (which a

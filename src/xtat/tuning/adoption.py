@@ -21,8 +21,6 @@ from xtat.tuning.result import AdoptionOutcome, Finalist
 from xtat.tuning.settings import TuneSettings
 from xtat.tuning.side_by_side import side_by_side
 
-SIDE_BY_SIDE_TRIES = 2  # the finalists' re-measurement, tried again once after a worker failure
-
 
 @dataclass(frozen=True)
 class Adoption:
@@ -80,12 +78,13 @@ def finalize(run: RunContext) -> Adoption:
     default_ms = default.median_s * 1e3
     default_ci_ms = ((default.ci_low_s or default.median_s) * 1e3, (default.ci_high_s or default.median_s) * 1e3)
 
-    crashes: list[str] = []  # side by side's worker failures, each retried in fresh workers
+    crashed: list[int] = []  # finalists' trials whose worker failed side by side (demoted)
 
     def decided(outcome: AdoptionOutcome, message: str, best: Finalist | None = None,
                 finalists: tuple[Finalist, ...] = ()) -> Adoption:
-        if crashes and outcome is not AdoptionOutcome.REMEASURE_FAILED:
-            message += f" (the finalists' re-measurement was retried in fresh workers after: {crashes[0]})"
+        if crashed:
+            message += (f" (demoted as crashes: trial(s) {', '.join(map(str, crashed))}, whose worker failed "
+                        f"when they ran side by side)")
         return Adoption(default_ms, default_ci_ms, outcome, message, best, finalists)
 
     if not candidates:
@@ -94,20 +93,34 @@ def finalize(run: RunContext) -> Adoption:
         return decided(AdoptionOutcome.NO_CANDIDATE, message)
 
     as_called = measured_as_called(run, default.median_s)
-    # A worker that dies while the finalists are placed or timed takes every finalist with it. Each
-    # finalist ran in the search already, so a crash here is most often the machinery's, not a
-    # config's: the GPT train step's side by side died by SIGSEGV in both of the campaign's runs at
-    # 5ee496e, so neither adopted anything; quick's run again went through. One retry, in fresh workers.
+    # A worker that dies while the finalists are built or run side by side takes every build of its
+    # process with it. A finalist ran in the search already, yet its executable may crash only some of
+    # the time: the GPT train step's `algsimp` and `cse` off together segfaulted when run in 1 of 2 to 2
+    # of 2 fresh workers, and took both of the campaign's runs at 5ee496e down with it. The build the
+    # worker was running is demoted as a crash (never deployed, never chosen again), the shortlist's
+    # next takes its place, and they are measured again in fresh workers; a failure that is no
+    # finalist's own ends the re-measurement.
     while True:
         try:
             result = side_by_side(runner, stages, {str(t.id): t.config for t in candidates}, settings, as_called)
             break
         except WorkerFailure as failure:
-            crashes.append(f"{failure.status}: {failure.error}")
-            if len(crashes) == SIDE_BY_SIDE_TRIES:
-                message = (f"no significant improvement: finalist re-measurement failed {len(crashes)} times "
-                           f"({'; '.join(crashes)})")
+            culprits = [t for t in candidates if failure.build is not None and config_id(t.config) == failure.build]
+            if not culprits:
+                message = (f"no significant improvement: finalist re-measurement failed ({failure.status}: "
+                           f"{failure.error})")
                 return decided(AdoptionOutcome.REMEASURE_FAILED, message)
+            for culprit in culprits:
+                store.demote_trial(culprit.id, f"its worker failed when it ran side by side: {failure.status}: "
+                                   f"{failure.error}", failure.status)
+                crashed.append(culprit.id)
+            # The shortlist's next take the demoted finalists' places (on their fresh figures, as before).
+            finalists = promising([(t, f) for t, f in retimed if t.id not in crashed], default, settings,
+                                  settings.finalists)
+            candidates = [t for t in with_parts([t for t, _ in finalists], trials) if t.id not in crashed]
+            if not candidates:
+                return decided(AdoptionOutcome.REMEASURE_FAILED,
+                               "no significant improvement: every finalist failed its worker side by side")
     if result.default_failed:
         return decided(AdoptionOutcome.DEFAULT_FAILED, "no significant improvement: the default failed to rebuild")
     if result.default is None:
