@@ -73,12 +73,18 @@ def finalize(run: RunContext) -> Adoption:
     # In both, configs with a process setup take at most half the places (`promising`).
     shortlist = promising(searched, default, settings, settings.finalists + 2, sure=False)
     retimed = [(t, fresh) for t, fresh in (retime(run, t) for t, _ in shortlist) if fresh is not None]
-    finalists = promising(retimed, default, settings, settings.finalists)
-    candidates = with_parts([t for t, _ in finalists], trials)
+    crashed: list[int] = []  # finalists' trials whose worker failed side by side (demoted)
+
+    def chosen() -> list[Trial]:
+        """The finalists and their parts, none that crashed its worker side by side: a demoted
+        finalist's place goes to the shortlist's next, on the fresh figures as the others."""
+        finalists = promising([(t, f) for t, f in retimed if t.id not in crashed], default, settings,
+                              settings.finalists)
+        return [t for t in with_parts([t for t, _ in finalists], trials) if t.id not in crashed]
+
+    candidates = chosen()
     default_ms = default.median_s * 1e3
     default_ci_ms = ((default.ci_low_s or default.median_s) * 1e3, (default.ci_high_s or default.median_s) * 1e3)
-
-    crashed: list[int] = []  # finalists' trials whose worker failed side by side (demoted)
 
     def decided(outcome: AdoptionOutcome, message: str, best: Finalist | None = None,
                 finalists: tuple[Finalist, ...] = ()) -> Adoption:
@@ -114,10 +120,7 @@ def finalize(run: RunContext) -> Adoption:
                 store.demote_trial(culprit.id, f"its worker failed when it ran side by side: {failure.status}: "
                                    f"{failure.error}", failure.status)
                 crashed.append(culprit.id)
-            # The shortlist's next take the demoted finalists' places (on their fresh figures, as before).
-            finalists = promising([(t, f) for t, f in retimed if t.id not in crashed], default, settings,
-                                  settings.finalists)
-            candidates = [t for t in with_parts([t for t, _ in finalists], trials) if t.id not in crashed]
+            candidates = chosen()
             if not candidates:
                 return decided(AdoptionOutcome.REMEASURE_FAILED,
                                "no significant improvement: every finalist failed its worker side by side")
