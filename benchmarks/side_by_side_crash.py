@@ -23,6 +23,15 @@ def main() -> None:
     parser.add_argument("--tries", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=10)
     options = parser.parse_args()
+    configs = []
+    for text in options.config:
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as error:
+            parser.error(f"--config {text!r} is not JSON ({error}): give a config as `xtat show` prints one")
+        if not isinstance(config, dict):
+            parser.error(f"--config {text!r} is not a JSON object: give a config as `xtat show` prints one")
+        configs.append(config)
 
     from xtat.capture.targets import load_target
     from xtat.capture.workload import capture
@@ -37,7 +46,6 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="side-by-side-crash-"))
     captured = capture(load_target(options.target))
     stages = make_stages()
-    configs = [json.loads(text) for text in options.config]
     builds = [(config_id(config), concretize(stages, config)) for config in configs]
     runner = ProcessRunner(folder, captured.exported, captured.inputs, captured.verify_inputs,
                            lambda program, layout: b"", 120.0, 10.0, 60.0)
