@@ -298,7 +298,7 @@ def test_finalists_are_measured_as_the_step_is_called_where_its_argument_tree_co
 
 def test_configs_lifted_by_a_lucky_setup_factor_leave_a_finalist_place_to_a_real_win_without_one(db):
     # One CPU does nothing, but its factors were measured on lucky pairs of processes: every config
-    # holding it (alone or with two host devices) reads 1.15x in the search and when timed again,
+    # holding it (alone or with two host devices) reads 1.20x in the search and when timed again,
     # and 1.0x side by side (further ahead of the width than the kinds' reach, `KIND_REACH`). The
     # vector width 512 is a real 1.05x (it does not build with one CPU).
     # Configs with a setup take at most half the shortlist's and the finalists' places: the width
@@ -309,7 +309,7 @@ def test_configs_lifted_by_a_lucky_setup_factor_leave_a_finalist_place_to_a_real
             return TrialStatus.COMPILE_ERROR
         return DEFAULT_S / (1.05 if width else 1.0)
 
-    runner = FakeRunner(time_of, jitter=0.003, misread=lambda c: 1.15 if c.process.cpus == 1 else 1.0)
+    runner = FakeRunner(time_of, jitter=0.003, misread=lambda c: 1.20 if c.process.cpus == 1 else 1.0)
     result = tune(db, runner, finalists=2, stages=("runtime", "codegen"), options=(WIDTH, LEVEL), strategy="grid")
     lifted = [t for t in trials(db) if t.status == TrialStatus.OK and t.config.get("runtime", {}).get("cpus") == 1]
     assert len(lifted) >= 3 and all(t.speedup > 1.05 for t in lifted)  # they outrank the width in the search
