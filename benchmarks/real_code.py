@@ -135,8 +135,9 @@ def output_arrays(call: Callable, args: tuple, kwargs: dict) -> list:
 def serving(commands: dict[str, list[str]]) -> Iterator[tuple[dict[str, subprocess.Popen], dict[str, dict]]]:
     """One fresh process per command (a `--serve` process, or one started through `xtat run`), each
     read until it says it is ready; yields the processes and what each said, and kills them after."""
+    errors = {label: tempfile.TemporaryFile("w+") for label in commands}  # what each says went wrong
     processes = {label: subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.DEVNULL, text=True)
+                                         stderr=errors[label], text=True)
                  for label, command in commands.items()}
     try:
         ready = {}
@@ -145,12 +146,17 @@ def serving(commands: dict[str, list[str]]) -> Iterator[tuple[dict[str, subproce
             while line and not line.startswith("{"):  # `xtat run` says what it applied first
                 line = process.stdout.readline()  # type: ignore[union-attr]
             if not line:
-                raise RuntimeError(f"the {label} process ({' '.join(commands[label])}) failed to start")
+                errors[label].seek(0)
+                said = errors[label].read().strip().splitlines()[-5:]
+                raise RuntimeError(f"the {label} process ({' '.join(commands[label])}) failed to start "
+                                   f"(exit status {process.wait()}): " + " / ".join(said))
             ready[label] = json.loads(line)
         yield processes, ready
     finally:
         for process in processes.values():
             process.kill()
+        for error in errors.values():
+            error.close()
 
 
 def sampler(process: subprocess.Popen, settle: int = 1) -> Callable[[], float]:

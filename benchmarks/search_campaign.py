@@ -129,6 +129,7 @@ def again(rows: list[dict], efforts: list[str], keep: Path, rounds: int, pairs: 
             fresh = delivered_figures(row["target"], db, entry["config"], rounds, pairs, row.get("ceiling_probe"))
             entry["first"] = {key: entry[key] for key in fresh if key in entry}
             entry.update(fresh, delivered_pairs=pairs)
+            entry.pop("delivered_error", None)
             print(f"{row['target']} {effort}: delivered again {fresh['delivered'][0]:.3f}x "
                   f"[{fresh['delivered'][1]:.3f}, {fresh['delivered'][2]:.3f}]", flush=True)
     return rows
@@ -157,13 +158,17 @@ def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds:
                      "confirmed": [result["speedup"], *result["speedup_ci"]] if confirmation else None,
                      "load_dependent": confirmation.get("load_dependent"),
                      "other_cores": (confirmation.get("load") or {}).get("other_cores")}
+            entry["delivered"] = [1.0, 1.0, 1.0]
             if result["adopted"]:
-                entry.update(delivered_figures(target, db, entry["config"], rounds, pairs, row.get("ceiling_probe")))
-            else:
-                entry["delivered"] = [1.0, 1.0, 1.0]
+                try:
+                    entry.update(delivered_figures(target, db, entry["config"], rounds, pairs,
+                                                   row.get("ceiling_probe")))
+                except RuntimeError as error:  # a process that did not start: recorded; `--again` measures it
+                    entry.update(delivered=None, delivered_error=str(error))
             row[effort] = entry
+            d = entry["delivered"]
             print(f"{target} {effort}: {result['message']} ({result['wall_s']:.0f} s); delivered "
-                  f"{entry['delivered'][0]:.3f}x [{entry['delivered'][1]:.3f}, {entry['delivered'][2]:.3f}]",
+                  + (f"{d[0]:.3f}x [{d[1]:.3f}, {d[2]:.3f}]" if d else f"failed: {entry['delivered_error']}"),
                   flush=True)
     return row
 
@@ -189,6 +194,10 @@ def summary(rows: list[dict], efforts: list[str]) -> str:
             load_dependent += bool(x["load_dependent"])
             confirmed = "-" if not x["confirmed"] else f"{x['confirmed'][0]:.3f}x"
             d = x["delivered"]
+            if d is None:
+                cells.append(f"{json.dumps(x['config'])}, {confirmed}, delivered: failed "
+                             f"({x['delivered_error'][:200]}), {x['wall_s']:.0f}")
+                continue
             share = ""
             if "ceiling" in r and r["ceiling"] > 1.0:
                 share = f", {100 * math.log(d[0]) / math.log(r['ceiling']):.0f}% of the ceiling's gain"
