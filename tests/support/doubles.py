@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
-from xtat.core.candidate import Candidate
+from xtat.core.candidate import Candidate, ProcessSetup
 from xtat.core.errors import UserError
 from xtat.core.status import RunStatus, TrialStatus
 from xtat.runner.base import DEFAULT_ID, Deployment, Pairs, Runner, WorkerFailure
@@ -56,6 +56,10 @@ class FakeRunner:
     # How much faster than it is a candidate reads in the search and its re-timing (not side by side):
     # a process setup's factor measured on a lucky pair of processes lifts every config holding it.
     misread: Callable[[Candidate], float] = lambda candidate: 1.0
+    # Side by side, the fresh workers of a process setup run their builds this much slower and faster
+    # than the default's worker, by turns, one factor a worker: a setup's error across pairs of
+    # processes. Placements are then `timing.setup_pairs`, as `ProcessRunner.interleave` makes them.
+    worker_spread: float = 0.0
     # Seconds per call of a build deployed as called (the user's step, its host work included); None:
     # the workload has no source to call it from (`can_call_as_user`).
     as_called: Callable[[Candidate], float] | None = None
@@ -66,6 +70,7 @@ class FakeRunner:
     node: str = "fake-node"
     _rng: random.Random = field(default_factory=lambda: random.Random(0))
     _taken: int = 0  # samples taken so far
+    _placements: int = 0  # placements made so far
 
     def slots(self) -> list[FakeRunner]:
         return [self]
@@ -130,13 +135,16 @@ class FakeRunner:
 
     def interleave(self, builds: list[tuple[str, Candidate]], rounds: int, timing: TimingPolicy,
                    deploy: Deployment | None = None) -> Pairs | None:
-        placement = self.place(builds, timing, deploy)
-        if DEFAULT_ID in placement.failed:
-            return None
-        pairs: Pairs = {id: [] for id in placement.candidates if id != DEFAULT_ID}
-        for _ in range(rounds):
-            for id, pair in placement.sample_pairs(random.Random(0)).items():
-                pairs[id].append(pair)
+        setups = any(candidate.process.runtime for _, candidate in builds)
+        placements = timing.setup_pairs if setups and self.worker_spread else 1
+        pairs: Pairs = {}
+        for _ in range(placements):
+            placement = self.place(builds, timing, deploy)
+            if DEFAULT_ID in placement.failed:
+                return None
+            for _ in range(-(-rounds // placements)):
+                for id, pair in placement.sample_pairs(random.Random(0)).items():
+                    pairs.setdefault(id, []).append(pair)
         return pairs
 
     def place(self, builds: list[tuple[str, Candidate]], timing: TimingPolicy,
@@ -149,7 +157,10 @@ class FakeRunner:
                 failed[id] = f"{outcome.value}: the fake"
             else:
                 placed[id] = candidate
-        return FakePlacement(self, placed, failed, bool(deploy and deploy.as_called))
+        self._placements += 1
+        factors = {c.process: 1.0 + self.worker_spread * (-1) ** self._placements
+                   for c in placed.values() if c.process.runtime and self.worker_spread}
+        return FakePlacement(self, placed, failed, bool(deploy and deploy.as_called), factors)
 
     def can_call_as_user(self) -> bool:
         return self.as_called is not None
@@ -176,6 +187,7 @@ class FakePlacement:
     candidates: dict[str, Candidate]
     failed: dict[str, str]
     as_called: bool = False
+    factors: dict[ProcessSetup, float] = field(default_factory=dict)  # each setup worker's (`worker_spread`)
 
     def sample_pairs(self, shuffle: random.Random) -> dict[str, tuple[float, float]]:
         for candidate in self.candidates.values():
@@ -183,7 +195,7 @@ class FakePlacement:
                 raise WorkerFailure(TrialStatus.CRASH, "the fake worker died")
         default = self.candidates[DEFAULT_ID]
         return {id: (self.runner._samples(default, 1, self.as_called)[0],
-                     self.runner._samples(candidate, 1, self.as_called)[0])
+                     self.runner._samples(candidate, 1, self.as_called)[0] * self.factors.get(candidate.process, 1.0))
                 for id, candidate in self.candidates.items() if id != DEFAULT_ID}
 
 

@@ -9,7 +9,7 @@ strategy's incumbents).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xtat.core.candidate import Candidate
 from xtat.core.space import Config, config_id
@@ -43,6 +43,18 @@ class SideBySide:
     default: Figures | None  # None: the default did not build, or nothing built beside it
     configs: dict[str, Measured]  # by the caller's names
     default_failed: bool = False  # the default did not build, so nothing has a speedup
+    # Each config's own samples, round by round (by the caller's names; none for one that did not build).
+    rounds: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+    def over(self, name: str, reference: str, seed: int = 0) -> tuple[float, float, float] | None:
+        """`name`'s speedup over `reference`, paired by round, with its 95% interval; None where either
+        has no samples. Configs with one process setup share a worker, so between them the setup's
+        factor from one pair of processes to the next cancels, as it does not in their speedups over
+        the default (timed in another worker)."""
+        own, base = self.rounds.get(name), self.rounds.get(reference)
+        if not own or not base or len(own) != len(base):
+            return None
+        return speedup_ci(list(base), list(own), seed=seed)
 
 
 def side_by_side(runner: Runner, stages: list, configs: Mapping[str, Config],
@@ -77,4 +89,5 @@ def side_by_side(runner: Runner, stages: list, configs: Mapping[str, Config],
         return Measured(config, figures([d for d, _ in pairs[id]], [own for _, own in pairs[id]]))
 
     rows = {name: measured(config, ids[name]) for name, config in configs.items()}
-    return SideBySide(figures(base, base) if base else None, rows)
+    rounds = {name: tuple(own for _, own in pairs[ids[name]]) for name in configs if ids[name] in pairs}
+    return SideBySide(figures(base, base) if base else None, rows, rounds=rounds)
