@@ -358,6 +358,31 @@ def test_the_fastest_config_with_a_setup_holds_a_finalist_place_near_configs_wit
     assert result.best_config["runtime"]["cpus"] == 1 and "codegen" not in result.best_config, result.best_config
 
 
+@pytest.mark.parametrize("one_cpu, lift, adopted", [(1.12, 1.16, {"codegen": {WIDTH: 512}}),
+                                                   (1.30, 1.0, {"runtime": {"cpus": 1}})])
+def test_a_finalist_of_the_other_kind_near_the_fastest_is_confirmed_too_and_the_faster_adopted(
+        db, one_cpu, lift, adopted):
+    # The width 512, without a setup, is a real 1.25x and reads so; two host devices are slower. One
+    # CPU reads 1.30x in the search and side by side: a real 1.12x that its few pairs of processes
+    # lift, or a real 1.30x. It leads side by side, and the width is within the kinds' reach of it:
+    # both are confirmed, and the one confirmed faster is adopted.
+    def time_of(c: Candidate) -> float | TrialStatus:
+        if c.process and c.compile_options:
+            return TrialStatus.COMPILE_ERROR
+        devices = 1.3 if (c.process.host_devices or 1) > 1 else 1.0
+        return DEFAULT_S / (one_cpu if c.process.cpus == 1 else 1.25 if c.compile_options.get(WIDTH) == 512
+                            else 1.0) * devices
+
+    def misread(c: Candidate) -> float:
+        return lift if c.process.cpus == 1 else 1.0
+
+    runner = FakeRunner(time_of, jitter=0.003, misread=misread, misread_beside=misread)
+    result = tune(db, runner, finalists=2, stages=("runtime", "codegen"), options=(WIDTH,), strategy="grid")
+    confirmed = [f.config for f in result.finalists if f.confirmed]
+    assert {"runtime": {"cpus": 1}} in confirmed and {"codegen": {WIDTH: 512}} in confirmed, result.finalists
+    assert result.adopted and result.best_config == adopted, (result.best_config, result.message)
+
+
 def test_a_config_with_the_default_executable_is_a_duplicate_and_a_no_op(db):
     runner = FakeRunner(lambda c: DEFAULT_S,
                         exe_of=lambda c: "same" if c.compile_options.get(WIDTH) else repr(c.compile_options))

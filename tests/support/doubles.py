@@ -60,6 +60,9 @@ class FakeRunner:
     # than the default's worker, by turns, one factor a worker: a setup's error across pairs of
     # processes. Placements are then `timing.setup_pairs`, as `ProcessRunner.interleave` makes them.
     worker_spread: float = 0.0
+    # How much faster than it is a candidate reads side by side (`interleave`) and not in confirmation:
+    # the few pairs of processes a setup is re-measured on.
+    misread_beside: Callable[[Candidate], float] = lambda candidate: 1.0
     # Seconds per call of a build deployed as called (the user's step, its host work included); None:
     # the workload has no source to call it from (`can_call_as_user`).
     as_called: Callable[[Candidate], float] | None = None
@@ -142,6 +145,7 @@ class FakeRunner:
             placement = self.place(builds, timing, deploy)
             if DEFAULT_ID in placement.failed:
                 return None
+            placement.lift = self.misread_beside
             for _ in range(-(-rounds // placements)):
                 for id, pair in placement.sample_pairs(random.Random(0)).items():
                     pairs.setdefault(id, []).append(pair)
@@ -188,6 +192,7 @@ class FakePlacement:
     failed: dict[str, str]
     as_called: bool = False
     factors: dict[ProcessSetup, float] = field(default_factory=dict)  # each setup worker's (`worker_spread`)
+    lift: Callable[[Candidate], float] = lambda candidate: 1.0  # side by side: `FakeRunner.misread_beside`
 
     def sample_pairs(self, shuffle: random.Random) -> dict[str, tuple[float, float]]:
         for candidate in self.candidates.values():
@@ -195,7 +200,8 @@ class FakePlacement:
                 raise WorkerFailure(TrialStatus.CRASH, "the fake worker died")
         default = self.candidates[DEFAULT_ID]
         return {id: (self.runner._samples(default, 1, self.as_called)[0],
-                     self.runner._samples(candidate, 1, self.as_called)[0] * self.factors.get(candidate.process, 1.0))
+                     self.runner._samples(candidate, 1, self.as_called)[0] * self.factors.get(candidate.process, 1.0)
+                     / self.lift(candidate))
                 for id, candidate in self.candidates.items() if id != DEFAULT_ID}
 
 
