@@ -59,7 +59,7 @@ class Adoption:
 
 def finalize(run: RunContext) -> Adoption:
     """Time the shortlist again, re-measure the finalists interleaved with the default in fresh workers,
-    confirm the fastest; adopt or not."""
+    confirm the fastest (and a rival of the other kind near it: `rival_of`); adopt or not."""
     captured, store, runner, settings, stages = run.captured, run.store, run.runner, run.settings, list(run.stages)
     trials = store.trials(run.workload_id)
     default = next((t for t in trials if not t.config and t.status == TrialStatus.OK), None)
