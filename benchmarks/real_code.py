@@ -72,7 +72,7 @@ def serve(example: str, db: str | None, min_sample_s: float, options: dict | Non
     import numpy as np
 
     import xtat
-    from xtat.capture.arguments import unwrap_jit
+    from xtat.capture.arguments import filtered_call, filtered_result, partition, unwrap_jit
     from xtat.runner.timing import TimingPolicy, calibrate, sample
 
     # The protocol gets a private copy of stdout; the program's own prints (jax.debug.print) go to stderr.
@@ -87,6 +87,11 @@ def serve(example: str, db: str | None, min_sample_s: float, options: dict | Non
             kwargs = {}
         elif db is not None:
             step = xtat.jit(function, db=db, **jit_options)
+        elif options and unwrap_jit(function).filtered:  # equinox.filter_jit: split as xtat.jit splits it
+            split = jax.jit(filtered_call(unwrap_jit(function).fn), static_argnums=(1,), compiler_options=options)
+
+            def step(*args: Any, **kwargs: Any) -> Any:
+                return filtered_result(split(*partition(args, kwargs)))
         elif options:
             step = jax.jit(function, **jit_options, compiler_options=options)
         else:
