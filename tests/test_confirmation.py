@@ -15,6 +15,7 @@ import pytest
 import xtat
 from tiny import CHUNKED, tiny_chunked_mlp
 from xtat.runner.load import LoadMonitor, MachineLoad, cpu_ticks
+from xtat.runner.protocol import Failed
 from xtat.tuning.confirmation import SequentialDesign, Verdict
 from xtat.tuning.result import AdoptionOutcome
 
@@ -220,3 +221,29 @@ def test_a_build_deployed_as_called_takes_the_users_own_argument_tree_apart_on_e
         called.sample_pairs(random.Random(0))
         flattened = [int(pid) for pid in log.read_text().split()]
         assert len(flattened) > before and set(flattened) - {os.getpid()}  # in the workers, per call
+
+
+
+def test_a_finalist_is_verified_after_a_confirmation_replaced_the_worker_that_built_it():
+    # A rival finalist is verified after the leader's confirmation, whose fresh workers hold only
+    # the default and the leader: its build is made again there, not asked of a worker without it
+    # (where it failed as a run error, and was demoted as a wrong result).
+    from tiny import FAST, tiny_mlp
+    from xtat.capture.workload import capture
+    from xtat.core.candidate import Candidate
+    from xtat.runner.base import DEFAULT_ID, Deployment
+    from xtat.runner.protocol import Verified
+    from xtat.tuning.session import open_runner
+    from xtat.tuning.settings import TuneSettings
+
+    settings = TuneSettings(**FAST)
+    rival = Candidate(compile_options={"xla_backend_optimization_level": 1})
+    leader = Candidate(compile_options={"xla_backend_optimization_level": 2})
+    with open_runner(capture(tiny_mlp()), settings) as runner:
+        runner.start()
+        assert not isinstance(runner.build("rival", rival), Failed)
+        placement = runner.place([(DEFAULT_ID, Candidate()), ("leader", leader)], settings.timing,
+                                 Deployment(settings.tolerance))
+        assert not placement.failed, placement.failed
+        checked = runner.verify("rival", rival, settings.tolerance)
+        assert isinstance(checked, Verified), checked

@@ -76,6 +76,7 @@ class WorkerProcess:
             start_new_session=True,  # its own process group, killed as one
         ).result()
         self._buffer = b""
+        self.builds: set[str] = set()  # the ids of the builds it holds (compiled or deployed, not released)
 
     @property
     def pid(self) -> int:
@@ -110,7 +111,12 @@ class WorkerProcess:
                 raise self._died()
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
-        return protocol.decode_reply(line.decode())
+        reply = protocol.decode_reply(line.decode())
+        if isinstance(request, (protocol.Compile, protocol.Deploy)) and not isinstance(reply, protocol.Failed):
+            self.builds.add(request.id)
+        elif isinstance(request, protocol.Release):
+            self.builds.difference_update(request.ids)
+        return reply
 
     def _died(self) -> WorkerFailure:
         try:

@@ -377,8 +377,9 @@ class ProcessRunner:
     def verify(self, id: str, candidate: Candidate, tolerance: Tolerance, repeats: int = 1,
                input_set: p.InputSet = p.InputSet.VERIFY) -> p.Verified | p.Failed:
         def checks() -> p.Verified | p.Failed:
-            worker, started = self._worker_and_start(candidate.process)
-            if started:
+            # The build may be gone: a confirmation's fresh workers since hold only what they deployed.
+            worker, _ = self._worker_and_start(candidate.process)
+            if id not in worker.builds:
                 built = self._compile(worker, id, candidate)
                 if isinstance(built, p.Failed):
                     return built

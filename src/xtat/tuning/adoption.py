@@ -157,7 +157,7 @@ def finalize(run: RunContext) -> Adoption:
             measured[index] = finalist = replace(finalist, verified_on_second_inputs=not isinstance(check, Failed))
             if isinstance(check, Failed):
                 reason = check.error if check.status is TrialStatus.WRONG_RESULT else f"{check.status}: {check.error}"
-                store.demote_trial(finalist.trial, f"failed re-verification on make_inputs(1): {reason}")
+                store.demote_trial(finalist.trial, f"failed re-verification on make_inputs(1): {reason}", check.status)
                 continue
         confirmed = confirm(runner, candidate, config_id(finalist.config), settings, as_called)
         finalist = replace(finalist, search_speedup=finalist.speedup, search_speedup_ci=finalist.speedup_ci,
