@@ -378,7 +378,7 @@ class ProcessRunner:
                input_set: p.InputSet = p.InputSet.VERIFY) -> p.Verified | p.Failed:
         def checks() -> p.Verified | p.Failed:
             # The build may be gone: a confirmation's fresh workers since hold only what they deployed.
-            worker, _ = self._worker_and_start(candidate.process)
+            worker = self._worker(candidate.process)
             if id not in worker.builds:
                 built = self._compile(worker, id, candidate)
                 if isinstance(built, p.Failed):
