@@ -224,6 +224,46 @@ def test_a_build_deployed_as_called_takes_the_users_own_argument_tree_apart_on_e
 
 
 
+def test_a_setups_factor_is_measured_as_called_where_the_finalists_are(tmp_path):
+    # Flax NNX's one CPU read 1.43x and 1.54x on the flat program and 1.09x and 1.25x as its step is
+    # called: where the finalists are measured as called, so is every pair of processes behind a
+    # setup's factor, each started for it (the search's workers hold the flat program) and closed.
+    from dataclasses import replace
+
+    from tiny import FAST
+    from xtat.capture.targets import load_target
+    from xtat.capture.workload import capture
+    from xtat.core.candidate import Candidate, ProcessSetup
+    from xtat.runner.base import Deployment
+    from xtat.runner.protocol import Compiled, Timed
+    from xtat.tuning.session import open_runner
+    from xtat.tuning.settings import TuneSettings
+
+    log = tmp_path / "flattened.log"
+    path = tmp_path / "as_called.py"
+    path.write_text(AS_CALLED_TARGET.format(log=str(log)))
+    captured = capture(load_target(f"{path}:make"))
+    settings = TuneSettings(**FAST)
+    timing = replace(settings.timing, setup_pairs=2, setup_error=0.0)
+    pinned = Candidate(process=ProcessSetup(cpus=1))
+    for as_called in (False, True):
+        with open_runner(captured, settings) as runner:
+            runner.start()
+            if as_called:
+                runner.measure_setups_as(Deployment(settings.tolerance, as_called=True))
+            assert isinstance(runner.build("pinned", pinned), Compiled)
+            log.write_text("")
+            timed = runner.measure("pinned", pinned, settings.tolerance, timing)
+            assert isinstance(timed, Timed), timed
+            assert len(runner.setup_ratios(pinned.process, timing)) == 2  # measured once, in the measure
+            flattened = {int(pid) for pid in log.read_text().split()} - {os.getpid()}
+            pairs = sorted(path.name for path in runner.folder.glob("setup-pair-*.log"))
+            assert bool(flattened) is as_called, flattened  # the user's step, called in the pairs' workers
+            # As called, both pairs are started for the factor; flat, the first is the run's own workers.
+            assert len(pairs) == (4 if as_called else 2), pairs
+            assert len(runner.pids()) == 2  # the pairs are closed: the default's worker and the pinned one
+
+
 def test_a_finalist_is_verified_after_a_confirmation_replaced_the_worker_that_built_it():
     # A rival finalist is verified after the leader's confirmation, whose fresh workers hold only
     # the default and the leader: its build is made again there, not asked of a worker without it

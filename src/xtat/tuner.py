@@ -28,14 +28,14 @@ from xtat.core.errors import StoreError, UserError
 from xtat.core.space import config_key
 from xtat.core.status import RunStatus, TrialStatus
 from xtat.model.objectives import pareto_front
-from xtat.runner.base import ExecutorKind, Runner
+from xtat.runner.base import Deployment, ExecutorKind, Runner
 from xtat.runner.load import LoadMonitor
 from xtat.stages.base import Context, concretize
 from xtat.stages.registry import make_stages
 from xtat.stages.tiles import pin_autotuning
 from xtat.store import Storage, is_url, open_store, owner_id
 from xtat.store.records import ResultDetail, Trial
-from xtat.tuning.adoption import finalize
+from xtat.tuning.adoption import called_as_user, finalize
 from xtat.tuning.claims import Heartbeat
 from xtat.tuning.context import RunContext
 from xtat.tuning.loop import POLL_S, SearchLoop, formulate
@@ -133,6 +133,9 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
             monitor = LoadMonitor(runner.pids)
             pin_autotuning(stages, context)  # on GPU, before anything is measured
             search.consider({})  # the default first, always
+            as_called = called_as_user(run)
+            if as_called:  # what a process setup is worth, measured as the finalists will be
+                runner.measure_setups_as(Deployment(settings.tolerance, as_called=True))
             formulate(search, searched, context, settings)
             search_load = monitor.report()
             searched_s = search.used_s - search.resumed_s
@@ -140,7 +143,7 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
             search.close()
         decide_started = time.perf_counter()
         with deciding(run, search.keys):
-            result = _decide(run, search, search_load, searched)
+            result = _decide(run, search, search_load, searched, as_called)
         decide_s = time.perf_counter() - decide_started
     store.finish_run(run_id)
     pareto = pareto_front(store.trials(workload_id), settings.objectives) if len(settings.objectives) > 1 else []
@@ -172,7 +175,8 @@ def _basis(trials: list[Trial]) -> tuple[int, ...]:
     return tuple(sorted(t.id for t in trials if t.status != TrialStatus.RUNNING))
 
 
-def _decide(run: RunContext, search: SearchLoop, search_load: MachineLoad, searched: list) -> TuneResult:
+def _decide(run: RunContext, search: SearchLoop, search_load: MachineLoad, searched: list,
+            as_called: bool) -> TuneResult:
     store, runner, settings, captured, workload_id = run.store, run.runner, run.settings, run.captured, run.workload_id
     latest = store.latest_result(workload_id)
     basis = _basis(store.trials(workload_id))
@@ -185,7 +189,7 @@ def _decide(run: RunContext, search: SearchLoop, search_load: MachineLoad, searc
         recorded = TuneResult.from_decision(latest.detail.summary, **call)
         result = replace(recorded, message=recorded.message + " (recorded)", recorded=True)
     else:
-        adoption = finalize(run)
+        adoption = finalize(run, as_called)
         notes = [note for stage in searched for note in stage.notes()]
         notes += [f"{len(ids)} decision(s) inactive, they need {needs} which was not searchable "
                   f"then: {', '.join(ids[:3])}{' ...' if len(ids) > 3 else ''}"

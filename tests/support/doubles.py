@@ -67,7 +67,8 @@ class FakeRunner:
     # the workload has no source to call it from (`can_call_as_user`).
     as_called: Callable[[Candidate], float] | None = None
     budget: Budget = field(default_factory=Budget)
-    # What the tuning layer asked, in order: ("build" | "measure" | "verify" | "place" | "place-as-called", build id).
+    # What the tuning layer asked, in order: ("build" | "measure" | "verify" | "place" | "place-as-called", build id),
+    # and ("setups-as-called", "") where it asked for setups' factors as called (`measure_setups_as`).
     calls: list[tuple[str, str]] = field(default_factory=list)
     deadlines: tuple[float, float] | None = None
     node: str = "fake-node"
@@ -165,6 +166,9 @@ class FakeRunner:
         factors = {c.process: 1.0 + self.worker_spread * (-1) ** self._placements
                    for c in placed.values() if c.process.runtime and self.worker_spread}
         return FakePlacement(self, placed, failed, bool(deploy and deploy.as_called), factors)
+
+    def measure_setups_as(self, deploy: Deployment) -> None:
+        self.calls.append(("setups-as-called" if deploy.as_called else "setups-deployed", ""))
 
     def can_call_as_user(self) -> bool:
         return self.as_called is not None

@@ -150,6 +150,13 @@ class Runner(Protocol):
         builds go through the deploy path as it says (`Deployment`) instead of lower().compile()."""
         ...
 
+    def measure_setups_as(self, deploy: Deployment) -> None:
+        """From now on, a process setup's factor (the default's speed in a process entering it over its
+        speed in a default process) is measured in pairs of processes deployed as `deploy` says: where
+        the finalists are measured as the user's step is called, so is what a setup is worth, and not
+        on the flat program the search times."""
+        ...
+
     def can_call_as_user(self) -> bool:
         """Whether builds can be deployed as called (`Deployment.as_called`): the workload has a source."""
         ...

@@ -57,9 +57,10 @@ class Adoption:
         return self.best.speedup_ci if self.best else (1.0, 1.0)
 
 
-def finalize(run: RunContext) -> Adoption:
+def finalize(run: RunContext, as_called: bool | None = None) -> Adoption:
     """Time the shortlist again, re-measure the finalists interleaved with the default in fresh workers,
-    confirm the fastest (and a rival of the other kind near it: `rival_of`); adopt or not."""
+    confirm the fastest (and a rival of the other kind near it: `rival_of`); adopt or not. With
+    `as_called`, the finalists are measured as the user's step is called (None: `called_as_user`)."""
     captured, store, runner, settings, stages = run.captured, run.store, run.runner, run.settings, list(run.stages)
     trials = store.trials(run.workload_id)
     default = next((t for t in trials if not t.config and t.status == TrialStatus.OK), None)
@@ -101,7 +102,7 @@ def finalize(run: RunContext) -> Adoption:
                    "in the search's paired timing: the default stays")
         return decided(AdoptionOutcome.NO_CANDIDATE, message)
 
-    as_called = measured_as_called(run, default.median_s)
+    as_called = measured_as_called(run, default.median_s) if as_called is None else as_called
     # A worker that dies while the finalists are built or run side by side takes every build of its
     # process with it. A finalist ran in the search already, yet its executable may crash only some of
     # the time: the GPT train step's `algsimp` and `cse` off together segfaulted when run in 1 of 2 to 2
@@ -319,6 +320,14 @@ def deployment_note(candidate: Candidate) -> str:
         return ""
     return (f"; it needs its process started with {candidate.process.describe()}: deploy with "
             "`xtat run -- python your_script.py` (xtat.jit alone applies only the rest)")
+
+
+def called_as_user(run: RunContext) -> bool:
+    """`measured_as_called` of the run's recorded default (False while it has no time)."""
+    default = run.store.trial(run.workload_id, config_key({}))
+    if default is None or default.status != TrialStatus.OK or not default.median_s:
+        return False
+    return measured_as_called(run, default.median_s)
 
 
 def measured_as_called(run: RunContext, default_s: float) -> bool:
