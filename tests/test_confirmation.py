@@ -225,9 +225,10 @@ def test_a_build_deployed_as_called_takes_the_users_own_argument_tree_apart_on_e
 
 
 def test_a_setups_factor_is_measured_as_called_where_the_finalists_are(tmp_path):
-    # Flax NNX's one CPU read 1.43x and 1.54x on the flat program and 1.09x and 1.25x as its step is
-    # called: where the finalists are measured as called, so is every pair of processes behind a
-    # setup's factor, each started for it (the search's workers hold the flat program) and closed.
+    # Flax NNX's one CPU read 1.49-1.67x on the flat program and 1.01-1.38x as its step is called:
+    # where the finalists are measured as called, so is each pair of processes behind a setup's
+    # factor: the run's own two workers, then pairs started for it (and closed), `setup_pairs` in
+    # all, whether or not they agree.
     from dataclasses import replace
 
     from tiny import FAST
@@ -244,24 +245,22 @@ def test_a_setups_factor_is_measured_as_called_where_the_finalists_are(tmp_path)
     path.write_text(AS_CALLED_TARGET.format(log=str(log)))
     captured = capture(load_target(f"{path}:make"))
     settings = TuneSettings(**FAST)
-    timing = replace(settings.timing, setup_pairs=2, setup_error=0.0)
+    timing = replace(settings.timing, setup_pairs=2, setup_error=1e-9)  # flat, pairs would be added up to 4
     pinned = Candidate(process=ProcessSetup(cpus=1))
-    for as_called in (False, True):
-        with open_runner(captured, settings) as runner:
-            runner.start()
-            if as_called:
-                runner.measure_setups_as(Deployment(settings.tolerance, as_called=True))
-            assert isinstance(runner.build("pinned", pinned), Compiled)
-            log.write_text("")
-            timed = runner.measure("pinned", pinned, settings.tolerance, timing)
-            assert isinstance(timed, Timed), timed
-            assert len(runner.setup_ratios(pinned.process, timing)) == 2  # measured once, in the measure
-            flattened = {int(pid) for pid in log.read_text().split()} - {os.getpid()}
-            pairs = sorted(path.name for path in runner.folder.glob("setup-pair-*.log"))
-            assert bool(flattened) is as_called, flattened  # the user's step, called in the pairs' workers
-            # As called, both pairs are started for the factor; flat, the first is the run's own workers.
-            assert len(pairs) == (4 if as_called else 2), pairs
-            assert len(runner.pids()) == 2  # the pairs are closed: the default's worker and the pinned one
+    with open_runner(captured, settings) as runner:
+        runner.start()
+        runner.measure_setups_as(Deployment(settings.tolerance, as_called=True))
+        assert isinstance(runner.build("pinned", pinned), Compiled)
+        log.write_text("")
+        own = set(runner.pids())
+        timed = runner.measure("pinned", pinned, settings.tolerance, timing)
+        assert isinstance(timed, Timed), timed
+        assert len(runner.setup_ratios(pinned.process, timing)) == 2  # measured once, in the measure
+        flattened = {int(pid) for pid in log.read_text().split()} - {os.getpid()}
+        assert own <= flattened, (own, flattened)  # the user's step, called in the run's own two workers
+        assert flattened - own, flattened  # and in a pair started for it
+        assert len(list(runner.folder.glob("setup-pair-*.log"))) == 2
+        assert set(runner.pids()) == own  # that pair is closed
 
 
 def test_a_finalist_is_verified_after_a_confirmation_replaced_the_worker_that_built_it():

@@ -41,6 +41,8 @@ from xtat.runner.worker import DIMS_FILE
 
 DEFAULT_PROGRAM = "program.bin"
 REFERENCE_ID = "reference"  # the default, kept built in the default's worker for paired timing
+CALLED_ID = "called-default"  # the default deployed as called, for a setup's factor (`deployed_ratios`)
+CALLED_BLOCKS = 3  # a pair of processes deployed as called is timed this many times a flat pair's rounds
 # Exports the workload's program with a candidate's program-stage rewrites, traced in a layout's
 # placement ("" for none: `stages.sharding.layouts.in_placement`).
 ExportRewritten = Callable[[dict, str], bytes]
@@ -322,39 +324,78 @@ class ProcessRunner:
         return float(np.exp(np.mean(np.log(self.setup_ratios(setup, timing)))))
 
     def measure_setups_as(self, deploy: Deployment) -> None:
-        """See `Runner.measure_setups_as`: every pair of processes behind a factor not measured yet is
-        then a pair started for it and deployed as `deploy` says (`deployed_pair_ratio`)."""
+        """See `Runner.measure_setups_as`: each factor measured from now on is measured as
+        `deployed_ratios` says."""
         for runner in (self, *self._siblings):
             runner._setups_deploy = deploy
 
     def setup_ratios(self, setup: ProcessSetup, timing: TimingPolicy) -> tuple[float, ...]:
         """Each pair's ratio behind `setup_factor`: the run's own two workers first, then pairs
         started for it until they decide the factor (`timing.setup_decided`); measured once per run.
-        Where the finalists are deployed as the user's step is called (`measure_setups_as`), every
-        pair is started for it and deployed so: the search's workers hold the flat program."""
+        Where setups are measured as deployed otherwise (`measure_setups_as`): `deployed_ratios`."""
         if setup not in self._factors:
-            ratios: list[float] = []
-            if self._setups_deploy is None:
-                default_side, setup_side = self._reference(timing), self._reference(timing, setup)
-                ratios.append(self._process_ratio(default_side, setup_side, timing))
+            if self._setups_deploy is not None:
+                self._factors[setup] = self.deployed_ratios(setup, timing, self._setups_deploy)
+                return self._factors[setup]
+            default_side, setup_side = self._reference(timing), self._reference(timing, setup)
+            ratios = [self._process_ratio(default_side, setup_side, timing)]
             while not setup_decided(ratios, timing):
-                name = f"setup-pair-{len(self._factors)}-{len(ratios)}"
-                ratios.append(self.spare_pair_ratio(setup, timing, name) if self._setups_deploy is None
-                              else self.deployed_pair_ratio(setup, timing, name, self._setups_deploy))
+                name = f"setup-pair-{len(self._factors)}-{len(ratios) - 1}"
+                ratios.append(self.spare_pair_ratio(setup, timing, name))
             self._factors[setup] = tuple(ratios)
         return self._factors[setup]
+
+    def deployed_ratios(self, setup: ProcessSetup, timing: TimingPolicy, deploy: Deployment) -> tuple[float, ...]:
+        """A setup's ratios with the default deployed as `deploy` says (the user's step called on the
+        user's argument tree) in both processes of each pair: the run's own two workers, then pairs
+        started for it, `timing.setup_pairs` in all, each over `CALLED_BLOCKS` times the flat
+        pair's rounds. The search's workers hold the flat program, and a flat figure need not be
+        the step's.
+
+        On Flax NNX (14% of the default's call is jax's host work on its argument tree, which a
+        process of one CPU no longer overlaps with the computation) one CPU read 1.49-1.67x flat
+        and 1.01-1.38x as called in six pairs of processes; at 4bb6c67 its one-CPU configs read
+        1.6-1.7x in the search and 1.10-1.55x side by side, as called. Blocks of 15 pairs as called
+        read 1.03-1.32x one after another in one pair of processes: what moves is the machine over
+        seconds, not the pair, so a pair is timed longer and no more pairs are added where they
+        disagree (a pair deployed as called costs about 9 s, one flat about 7 s)."""
+        own = [self._reference(timing), self._reference(timing, setup)]
+        program = self.called_program_file(Candidate())
+
+        def deployed(worker: WorkerProcess) -> None:
+            request = p.Deploy(CALLED_ID, program, {}, deploy.tolerance, is_default=True, as_called=deploy.as_called)
+            with holding(self.measure_lock, shared=True):  # it compiles: never while another slot times
+                reply = worker.request(request, self.compile_deadline_s)
+            if not isinstance(reply, p.Deployed):
+                raise WorkerFailure(TrialStatus.RUN_ERROR, f"the default did not deploy for a setup's factor: "
+                                                           f"{_why(reply)}")
+
+        with ThreadPoolExecutor(len(own), thread_name_prefix="xtat-called") as threads:
+            list(threads.map(deployed, [worker for worker, _ in own]))
+        try:
+            sides = []
+            for worker, _ in own:
+                with holding(self.measure_lock):
+                    calibrated = worker.request(p.Calibrate(CALLED_ID, timing), self.measure_deadline_s)
+                if not isinstance(calibrated, p.Calibrated):
+                    raise WorkerFailure(TrialStatus.RUN_ERROR, f"calibrating the default as called failed: "
+                                                               f"{_why(calibrated)}")
+                sides.append((worker, calibrated.inner))
+            ratios = [self._process_ratio(sides[0], sides[1], timing, CALLED_ID, CALLED_BLOCKS)]
+        finally:
+            for worker, _ in own:
+                if worker.alive():
+                    worker.request(p.Release((CALLED_ID,)), self.compile_deadline_s)
+        while len(ratios) < timing.setup_pairs:
+            ratios.append(self.deployed_pair_ratio(setup, timing, f"setup-pair-{len(self._factors)}-{len(ratios) - 1}",
+                                                   deploy))
+        return tuple(ratios)
 
     def deployed_pair_ratio(self, setup: ProcessSetup, timing: TimingPolicy, name: str, deploy: Deployment) -> float:
         """The default's time in a default process over its time in a process entering `setup`, both
         started for it (logged as NAME-default and NAME-setup), deployed as `deploy` says and closed
-        after: the median ratio of `timing.contender_pairs` or more rounds of `ProcessPlacement`,
-        after its warm-up rounds.
-
-        On Flax NNX, called with its argument tree (14% of the default's call is jax's host work on
-        it), one CPU read 1.43x and 1.54x on the flat program and 1.09x and 1.25x as called, in
-        the same pairs of rounds: the search's figure of every one-CPU config was a quarter to a
-        third above what side by side and confirmation found."""
-        setup_id = "setup"
+        after: the median ratio of `CALLED_BLOCKS` times the flat pair's rounds of
+        `ProcessPlacement`, after its warm-up rounds."""
         started: list[WorkerProcess] = []
 
         def start(process: ProcessSetup) -> WorkerProcess:
@@ -362,7 +403,7 @@ class ProcessRunner:
             return started[-1]
 
         try:
-            placement = self._placement([(DEFAULT_ID, Candidate()), (setup_id, Candidate(process=setup))], timing,
+            placement = self._placement([(DEFAULT_ID, Candidate()), (CALLED_ID, Candidate(process=setup))], timing,
                                         deploy, start)
             if placement.failed:
                 which, why = next(iter(placement.failed.items()))
@@ -371,8 +412,7 @@ class ProcessRunner:
             shuffle = random.Random(timing.seed)
             for _ in range(WARMUP_ROUNDS):
                 placement.sample_pairs(shuffle)
-            rounds = [placement.sample_pairs(shuffle)[setup_id] for _ in range(max(timing.samples,
-                                                                                    timing.contender_pairs))]
+            rounds = [placement.sample_pairs(shuffle)[CALLED_ID] for _ in range(CALLED_BLOCKS * _pair_rounds(timing))]
             return float(np.median([default_s / setup_s for default_s, setup_s in rounds]))
         finally:
             for worker in started:
@@ -397,22 +437,23 @@ class ProcessRunner:
         return worker, self._built_reference(worker, timing)
 
     def _process_ratio(self, default_side: tuple[WorkerProcess, int], setup_side: tuple[WorkerProcess, int],
-                       timing: TimingPolicy) -> float:
+                       timing: TimingPolicy, id: str = REFERENCE_ID, blocks: int = 1) -> float:
         """The median ratio of the default's time in `default_side`'s process to its time in
-        `setup_side`'s, over `timing.contender_pairs` alternating pairs."""
+        `setup_side`'s, over `blocks` times `_pair_rounds` alternating pairs (the default: the
+        build `id` in both)."""
         def sampler(side: tuple[WorkerProcess, int]) -> Callable[[], float]:
             worker, inner = side
 
             def sample() -> float:  # after one dropped sample: the other process ran meanwhile (`sample_pairs`)
                 for _ in range(2):
-                    seconds = _sampled(worker.request(p.Sample(REFERENCE_ID, inner), self.measure_deadline_s),
+                    seconds = _sampled(worker.request(p.Sample(id, inner), self.measure_deadline_s),
                                        "the reference")
                 return seconds
             return sample
 
         with holding(self.measure_lock), _timing(self.node, "setup-factor"):
             pairs = paired(sampler(setup_side), sampler(default_side),
-                           replace(timing, samples=max(timing.samples, timing.contender_pairs)))
+                           replace(timing, samples=blocks * _pair_rounds(timing)))
         return pairs.speedup[0]
 
     def release(self, id: str, candidate: Candidate) -> None:
@@ -590,6 +631,11 @@ class ProcessPlacement:
                 self._last = worker
             reply = worker.request(p.Sample(id, self.inner[id]), self.deadline_s)
         return _sampled(reply, id)
+
+
+def _pair_rounds(timing: TimingPolicy) -> int:
+    """The rounds of a pair of processes behind a setup's factor (`ProcessRunner._process_ratio`)."""
+    return max(timing.samples, timing.contender_pairs)
 
 
 @contextmanager
