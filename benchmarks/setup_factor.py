@@ -16,8 +16,15 @@ its search figure from the first and its side-by-side figure from the second. `-
 the whole again in new workers (a run's factor is measured once), and counts the runs whose two
 figures lie within 10% of each other.
 
+With `--as-called`, the factor and the side-by-side figure are measured with the default deployed
+as the user's step is called (`ProcessRunner.measure_setups_as`, `deployed_ratios`: the tuner's
+way where jax's host work on the step's argument tree is 5% or more of a call), over exactly
+`--pairs` pairs. With `--blocks N`, each run first times the run's own two workers' ratio in N
+blocks one after another, of the flat pair's rounds each: how far one pair of processes moves
+from block to block.
+
     .venv/bin/python benchmarks/setup_factor.py TARGET [--cpus 1 | --host-devices 2] [--pairs 8] \
-        [--side-by-side 21] [--repeats 5] [--json OUT.json]
+        [--side-by-side 21] [--as-called] [--blocks 8] [--repeats 5] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from pathlib import Path
 from xtat.capture.targets import load_target
 from xtat.capture.workload import Capture, capture
 from xtat.core.candidate import Candidate, ProcessSetup
-from xtat.runner.base import DEFAULT_ID
+from xtat.runner.base import DEFAULT_ID, Deployment
 from xtat.runner.timing import speedup_ci
 from xtat.tuning.session import open_runner
 from xtat.tuning.settings import TuneSettings
@@ -42,19 +49,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_code  # noqa: E402  (a sibling benchmark: the statistics across pairs of processes)
 
 
-def one_run(captured: Capture, setup: ProcessSetup, settings: TuneSettings, side_rounds: int) -> dict:
-    """One run's factor, in new workers, and (`side_rounds` > 0) the setup's side-by-side figure after it."""
+def one_run(captured: Capture, setup: ProcessSetup, settings: TuneSettings, side_rounds: int,
+            as_called: bool = False, blocks: int = 0) -> dict:
+    """One run's factor, in new workers, and (`side_rounds` > 0) the setup's side-by-side figure after it;
+    `as_called`, both with the default deployed as called; `blocks`, first the own pair's flat blocks."""
+    deploy = Deployment(settings.tolerance, as_called=True) if as_called else None
     with open_runner(captured, settings) as runner:
         runner.start()
+        drift = []
+        if blocks:
+            sides = runner._reference(settings.timing), runner._reference(settings.timing, setup)
+            drift = [runner._process_ratio(*sides, settings.timing) for _ in range(blocks)]
+        if deploy is not None:
+            runner.measure_setups_as(deploy)
         started = time.perf_counter()
         ratios = runner.setup_ratios(setup, settings.timing)
         took = time.perf_counter() - started
         factor, low, high = real_code.across_pairs(list(ratios))
         row = {"ratios": list(ratios), "factor": factor, "ci": [low, high], "seconds": took,
-               "log_sd": statistics.stdev(math.log(r) for r in ratios) if len(ratios) > 1 else 0.0}
+               "log_sd": statistics.stdev(math.log(r) for r in ratios) if len(ratios) > 1 else 0.0,
+               "blocks": drift}
         if side_rounds:
             pairs = runner.interleave([(DEFAULT_ID, Candidate()), ("setup", Candidate(process=setup))],
-                                      side_rounds, settings.timing)
+                                      side_rounds, settings.timing, deploy)
             if pairs is None or not pairs.get("setup"):
                 raise SystemExit(f"side by side: {'the default' if pairs is None else 'the setup'} did not build")
             side, side_low, side_high = speedup_ci([d for d, _ in pairs["setup"]], [own for _, own in pairs["setup"]],
@@ -71,21 +88,26 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=8)
     parser.add_argument("--side-by-side", type=int, default=0, metavar="ROUNDS",
                         help="also the setup's side-by-side figure over this many rounds (0: not measured)")
+    parser.add_argument("--as-called", action="store_true", help="the default deployed as the user's step is called")
+    parser.add_argument("--blocks", type=int, default=0, help="first, the own pair's flat ratio in this many blocks")
     parser.add_argument("--repeats", type=int, default=1, help="runs, each in new workers")
     parser.add_argument("--json", default=None)
     options = parser.parse_args()
     if options.pairs < 2:
         parser.error("--pairs must be at least 2 (the spread needs two)")
-    if options.repeats < 1 or options.side_by_side < 0:
-        parser.error("--repeats must be at least 1 and --side-by-side at least 0")
+    if options.repeats < 1 or options.side_by_side < 0 or options.blocks < 0:
+        parser.error("--repeats must be at least 1, --side-by-side and --blocks at least 0")
     cpus = options.cpus if options.cpus is not None or options.host_devices is not None else 1
     setup = ProcessSetup(cpus, options.host_devices)
     settings = TuneSettings.at("standard", setup_pairs=options.pairs, setup_error=0.0)
     captured = capture(load_target(options.target))
     runs = []
     for index in range(1, options.repeats + 1):
-        row = one_run(captured, setup, settings, options.side_by_side)
+        row = one_run(captured, setup, settings, options.side_by_side, options.as_called, options.blocks)
         runs.append(row)
+        if row["blocks"]:
+            print(f"run {index}: the own pair's flat ratio in {len(row['blocks'])} blocks: "
+                  f"{', '.join(f'{r:.3f}' for r in row['blocks'])}", flush=True)
         low, high = row["ci"]
         line = (f"run {index}: factor {row['factor']:.3f}x [{low:.3f}, {high:.3f}] over {len(row['ratios'])} pairs "
                 f"({', '.join(f'{r:.3f}' for r in row['ratios'])}); sd of a pair's log ratio {row['log_sd']:.3f}; "
@@ -103,7 +125,8 @@ def main() -> None:
     if options.json:
         with open(options.json, "w") as out:
             json.dump({"target": options.target, "setup": setup.to_json(), "pairs": options.pairs,
-                       "side_by_side_rounds": options.side_by_side, "runs": runs}, out, indent=1)
+                       "side_by_side_rounds": options.side_by_side, "as_called": options.as_called,
+                       "runs": runs}, out, indent=1)
 
 
 if __name__ == "__main__":
