@@ -225,7 +225,7 @@ def test_a_build_deployed_as_called_takes_the_users_own_argument_tree_apart_on_e
 
 
 def test_a_setups_factor_is_measured_as_called_where_the_finalists_are(tmp_path):
-    # Flax NNX's one CPU read 1.49-1.67x on the flat program and 1.01-1.38x as its step is called:
+    # Flax NNX's one-CPU factor read 1.40-1.63x on the flat program and 1.06-1.20x as called:
     # where the finalists are measured as called, so is each pair of processes behind a setup's
     # factor: the run's own two workers, then pairs started for it (and closed), `setup_pairs` in
     # all, whether or not they agree.

@@ -353,12 +353,13 @@ class ProcessRunner:
         the step's.
 
         On Flax NNX (14% of the default's call is jax's host work on its argument tree, which a
-        process of one CPU no longer overlaps with the computation) one CPU read 1.49-1.67x flat
-        and 1.01-1.38x as called in six pairs of processes; at 4bb6c67 its one-CPU configs read
-        1.6-1.7x in the search and 1.10-1.55x side by side, as called. Blocks of 15 pairs as called
-        read 1.03-1.32x one after another in one pair of processes: what moves is the machine over
-        seconds, not the pair, so a pair is timed longer and no more pairs are added where they
-        disagree (a pair deployed as called costs about 9 s, one flat about 7 s)."""
+        process of one CPU no longer overlaps with the computation) one CPU's factor read
+        1.40-1.63x flat and 1.06-1.20x as called (`benchmarks/setup_factor.py`, docs/search.md);
+        at 4bb6c67 its one-CPU configs read 1.6-1.7x in the search and 1.10-1.55x side by side,
+        as called. Blocks of 15 pairs read 1.32-2.26x one after another in one pair of processes
+        (`--blocks`): what moves is the machine over seconds, not the pair, so a pair is timed
+        longer and no more pairs are added where they disagree (a pair deployed as called costs
+        about 9 s, one flat about 7 s)."""
         own = [self._reference(timing), self._reference(timing, setup)]
         program = self.called_program_file(Candidate())
 
