@@ -264,6 +264,25 @@ def test_a_finalist_stands_against_its_setup_alone_on_their_speedup_over_each_ot
     assert not any(f.gave_way_to for f in result.finalists), result.finalists
 
 
+def test_a_finalist_stands_against_its_setup_alone_where_it_reads_faster_though_its_interval_reaches_the_margin(db):
+    # As above, but the width adds 1.05x and each sample spreads by 6%: over one CPU alone, paired by
+    # round, the finalist's median is past the tie margin while its interval reaches into it. The
+    # median decides: the width rides along, and the finalist is confirmed against the default.
+    def time_of(c: Candidate) -> float | TrialStatus:
+        width = c.compile_options.get(WIDTH) == 512
+        if width and c.process.cpus != 1:
+            return TrialStatus.COMPILE_ERROR
+        devices = 1.3 if (c.process.host_devices or 1) > 1 else 1.0
+        return DEFAULT_S / (1.05 if width else 1.0) / (1.12 if c.process.cpus == 1 else 1.0) * devices
+
+    result = tune(db, FakeRunner(time_of, jitter=0.06), finalists=1, stages=("runtime", "codegen"),
+                  options=(WIDTH,), strategy="grid")
+    both = {"runtime": {"cpus": 1}, "codegen": {WIDTH: 512}}
+    by_config = {config_key(f.config): f for f in result.finalists}
+    assert config_key(both) in by_config, result.finalists  # the pair was the finalist, one CPU beside it
+    assert result.adopted and result.best_config == both, (result.best_config, result.message)
+
+
 @jax.tree_util.register_pytree_node_class
 class SlowToFlatten:
     """Weights in a pytree node whose flatten takes 0.2 ms of Python, as a large Flax NNX state's does."""

@@ -295,8 +295,8 @@ def with_parts(candidates: list[Trial], trials: list[Trial]) -> list[Trial]:
 
 def outdone_by_part(finalist: Finalist, measured: list[Finalist], result: SideBySide,
                     settings: TuneSettings) -> Finalist | None:
-    """The part of a finalist that sets up the process and holds more, where it is no faster side by
-    side than that part alone beyond the tie margin: then the part stands for it, with fewer
+    """The part of a finalist that sets up the process and holds more, where it reads no faster side
+    by side than that part alone beyond the tie margin: then the part stands for it, with fewer
     decisions to carry (and, for the rest, deployable without `xtat run`). None otherwise.
 
     "Faster" is the finalist's speedup over the part, paired by round (`SideBySide.over`): its setup
@@ -304,11 +304,20 @@ def outdone_by_part(finalist: Finalist, measured: list[Finalist], result: SideBy
     their two speedups over the default, that factor widened the finalist's interval: BlackJAX's
     quick run at 30d2fa9 read one CPU with `xla_cpu_copy_insertion_use_region_analysis` at 1.427x
     side by side and one CPU alone at 1.271x, yet the pair gave way, and one CPU alone delivered
-    0.912x [0.879, 0.945] of the pair."""
+    0.912x [0.879, 0.945] of the pair.
+
+    The median decides, not the interval's lower bound: the finalist is confirmed against the
+    default afterwards either way, and what a part's decision rides on costs nothing when it is a
+    tie; giving way costs the win when it is not. At b2ddf15 BlackJAX's quick run read the same pair
+    1.378x side by side and one CPU alone 1.293x; the pair's interval over one CPU reached the
+    margin, it gave way, and one CPU alone delivered 0.882x [0.859, 0.906] of the pair. The cases
+    that gave the rule its reason read the config no faster than its part at all (debug_print's
+    one CPU on a codegen win, the Haiku transformer's one CPU carrying passes off: "Timing in the
+    search", docs/search.md)."""
     keys = {config_key(part) for part in parts(finalist.config)}
     for part in (f for f in measured if config_key(f.config) in keys):
         over = result.over(str(finalist.trial), str(part.trial), settings.seed)
-        if over is None or over[1] <= 1.0 + settings.tie_margin:
+        if over is None or over[0] <= 1.0 + settings.tie_margin:
             return part
     return None
 
