@@ -283,6 +283,29 @@ def test_a_finalist_stands_against_its_setup_alone_where_it_reads_faster_though_
     assert result.adopted and result.best_config == both, (result.best_config, result.message)
 
 
+def test_a_clear_win_timed_as_the_search_runs_out_of_time_is_still_combined_with_the_best(db):
+    # One CPU and the vector width 512 each make the step 1.2x faster, together 1.44x. The second of
+    # the two the sweep times holds the search past its time limit: the sweep had no turn left to
+    # combine it with the first, and it is combined once, past the limit.
+    seen: set[tuple[bool, bool]] = set()
+
+    def time_of(c: Candidate) -> float:
+        one_cpu, wide = c.process.cpus == 1, c.compile_options.get(WIDTH) == 512
+        if one_cpu != wide and (one_cpu, wide) not in seen:
+            seen.add((one_cpu, wide))
+            if len(seen) == 2:
+                time.sleep(6.0)  # the search's time (5 s) runs out while this one is measured
+        return DEFAULT_S / (1.2 if one_cpu else 1.0) / (1.2 if wide else 1.0)
+
+    result = tune(db, FakeRunner(time_of), budget=None, time_s=5.0, finalists=1, stages=("runtime", "codegen"),
+                  options=(WIDTH,))
+    both = {"runtime": {"cpus": 1}, "codegen": {WIDTH: 512}}
+    measured = [t.config for t in trials(db) if t.status == TrialStatus.OK]
+    assert len(seen) == 2 and both in measured, measured
+    assert measured[-1] == both, measured  # the one config past the limit
+    assert result.adopted and result.best_config == both, (result.best_config, result.message)
+
+
 @jax.tree_util.register_pytree_node_class
 class SlowToFlatten:
     """Weights in a pytree node whose flatten takes 0.2 ms of Python, as a large Flax NNX state's does."""

@@ -116,6 +116,7 @@ class SearchStrategy(ABC):
         self._pending: set[str] = set()  # asked, not yet told
         self._waiting: Counter[str] = Counter()  # pending key -> later proposals of it awaiting its result
         self._asked_base = False
+        self._finish = False  # `ask` on behalf of `finish`
         self._queued = [merge(self.base, config) for config in first]  # asked right after the base
         self.probes = self._probes()
         self._probe_keys = [(d, [config_key(c) for c in configs]) for d, configs in self.probes]
@@ -144,7 +145,7 @@ class SearchStrategy(ABC):
             return None  # every config of the space was asked
         for _ in range(self.max_tries):
             proposal = (self._first() if not self._asked_base else self._queued.pop(0) if self._queued
-                        else self._propose())
+                        else self._finishing() if self._finish else self._propose())
             self._asked_base = True
             if proposal is None:
                 return None
@@ -170,6 +171,21 @@ class SearchStrategy(ABC):
             self.incumbent = (config, seconds)
         for _ in range(1 + self._waiting.pop(key, 0)):
             self._observe(config, seconds)
+
+    def finish(self) -> Config | None:
+        """See `Strategy.finish`: the subclass's `_finishing()`, asked as `ask` asks a proposal (a
+        known config is observed, and the next is asked); None by default."""
+        if not self._asked_base or self._queued:
+            return None
+        self._finish = True
+        try:
+            return self.ask()
+        finally:
+            self._finish = False
+
+    def _finishing(self) -> Config | None:
+        """What `finish` proposes; None: nothing to complete."""
+        return None
 
     def _first(self) -> Config | None:
         """The first proposal: the base config (a subclass that must see it as its own proposal

@@ -19,6 +19,10 @@ class Strategy(Protocol):
         config whose executable it rebuilt exactly (None: a new executable), and what its trial
         cost in seconds (compile, checks and timing; None: not known)."""
 
+    def finish(self) -> Config | None:
+        """Once the search's time has run out: the one config that completes what the strategy
+        started (the sweep's: its last clear win combined with the best so far), or None."""
+
     @property
     def no_ops(self) -> list[str]:
         """Decisions ("stage.id") that never changed the executable, as probed so far."""

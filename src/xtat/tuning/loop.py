@@ -77,8 +77,10 @@ class SearchLoop:
 
     def exhausted(self, pending: int = 0) -> bool:
         s = self.settings
-        return (s.budget is not None and self.considered + pending >= s.budget) or (
-            s.time_s is not None and self.used_s >= s.time_s)
+        return (s.budget is not None and self.considered + pending >= s.budget) or self.out_of_time()
+
+    def out_of_time(self) -> bool:
+        return self.settings.time_s is not None and self.used_s >= self.settings.time_s
 
     def run(self, decisions: list[Decision], base: Config, budget: int | None) -> None:
         """Search `decisions` around `base` for at most `budget` configs (None: until exhausted)."""
@@ -106,6 +108,11 @@ class SearchLoop:
             taken = len(pending)
             return not self.exhausted(taken) and (budget is None or self.considered + taken - start < budget)
 
+        def room_for_one() -> bool:  # by the count budgets
+            s = self.settings
+            return ((s.budget is None or self.considered < s.budget)
+                    and (budget is None or self.considered - start < budget))
+
         while True:
             while not drained and len(pending.running) < len(self.slots) and room():
                 config = strategy.ask()
@@ -120,6 +127,10 @@ class SearchLoop:
             for config, trial in self.wait(pending):
                 self.tell(strategy, config, trial, first_with)
             drained = False  # what it learnt may give the strategy more to propose
+        # Out of time, not of configs: the strategy may complete what it started, one config past
+        # the limit (a count budget is kept exactly).
+        if self.out_of_time() and room_for_one() and (config := strategy.finish()) is not None:
+            self.tell(strategy, config, self.consider(config), first_with)
         self.no_ops.extend(n for n in strategy.no_ops if n not in self.no_ops)
 
     def tell(self, strategy: Strategy, config: Config, trial: Trial, first_with: dict[str, Config]) -> None:
