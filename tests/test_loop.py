@@ -244,20 +244,26 @@ def test_a_process_setup_alone_stands_for_a_finalist_whose_rest_adds_no_more_tha
     assert gave_way.gave_way_to == by_config[config_key(setup_alone)].trial and not gave_way.confirmed
 
 
+def width_on_one_cpu(gain: float) -> Callable[[Candidate], float | TrialStatus]:
+    """Times where one CPU makes every build 1.12x faster and the vector width 512 adds `gain` to it
+    (the width does not build without one CPU); two host devices make it slower."""
+    def time_of(c: Candidate) -> float | TrialStatus:
+        width = c.compile_options.get(WIDTH) == 512
+        if width and c.process.cpus != 1:
+            return TrialStatus.COMPILE_ERROR
+        devices = 1.3 if (c.process.host_devices or 1) > 1 else 1.0
+        return DEFAULT_S / (gain if width else 1.0) / (1.12 if c.process.cpus == 1 else 1.0) * devices
+
+    return time_of
+
+
 def test_a_finalist_stands_against_its_setup_alone_on_their_speedup_over_each_other(db):
     # One CPU makes every build 1.12x faster and the vector width 512 adds 1.08x to it (the width
     # does not build without one CPU); two host devices make it slower. Side by side the fresh
     # one-CPU workers run 15% slower and faster by turns, so each config's speedup over the
     # default spreads over the pairs of processes; the finalist and one CPU alone share that worker,
     # and over each other they read the width's 1.08x, past the tie margin: the finalist stands.
-    def time_of(c: Candidate) -> float | TrialStatus:
-        width = c.compile_options.get(WIDTH) == 512
-        if width and c.process.cpus != 1:
-            return TrialStatus.COMPILE_ERROR
-        devices = 1.3 if (c.process.host_devices or 1) > 1 else 1.0
-        return DEFAULT_S / (1.08 if width else 1.0) / (1.12 if c.process.cpus == 1 else 1.0) * devices
-
-    runner = FakeRunner(time_of, jitter=0.002, worker_spread=0.15)
+    runner = FakeRunner(width_on_one_cpu(1.08), jitter=0.002, worker_spread=0.15)
     result = tune(db, runner, finalists=1, stages=("runtime", "codegen"), options=(WIDTH,), strategy="grid")
     both = {"runtime": {"cpus": 1}, "codegen": {WIDTH: 512}}
     assert result.adopted and result.best_config == both, (result.best_config, result.message)
@@ -268,14 +274,7 @@ def test_a_finalist_stands_against_its_setup_alone_where_it_reads_faster_though_
     # As above, but the width adds 1.05x and each sample spreads by 6%: over one CPU alone, paired by
     # round, the finalist's median is past the tie margin while its interval reaches into it. The
     # median decides: the width rides along, and the finalist is confirmed against the default.
-    def time_of(c: Candidate) -> float | TrialStatus:
-        width = c.compile_options.get(WIDTH) == 512
-        if width and c.process.cpus != 1:
-            return TrialStatus.COMPILE_ERROR
-        devices = 1.3 if (c.process.host_devices or 1) > 1 else 1.0
-        return DEFAULT_S / (1.05 if width else 1.0) / (1.12 if c.process.cpus == 1 else 1.0) * devices
-
-    result = tune(db, FakeRunner(time_of, jitter=0.06), finalists=1, stages=("runtime", "codegen"),
+    result = tune(db, FakeRunner(width_on_one_cpu(1.05), jitter=0.06), finalists=1, stages=("runtime", "codegen"),
                   options=(WIDTH,), strategy="grid")
     both = {"runtime": {"cpus": 1}, "codegen": {WIDTH: 512}}
     by_config = {config_key(f.config): f for f in result.finalists}

@@ -104,14 +104,12 @@ class SearchLoop:
         pending = Pending()
         drained = False  # the strategy had nothing to propose until it learns more
 
-        def room() -> bool:
-            taken = len(pending)
-            return not self.exhausted(taken) and (budget is None or self.considered + taken - start < budget)
+        def within_counts(taken: int = 0) -> bool:  # the count budgets: the run's and this call's
+            return (self.settings.budget is None or self.considered + taken < self.settings.budget) and (
+                budget is None or self.considered + taken - start < budget)
 
-        def room_for_one() -> bool:  # by the count budgets
-            s = self.settings
-            return ((s.budget is None or self.considered < s.budget)
-                    and (budget is None or self.considered - start < budget))
+        def room() -> bool:
+            return within_counts(len(pending)) and not self.out_of_time()
 
         while True:
             while not drained and len(pending.running) < len(self.slots) and room():
@@ -129,7 +127,7 @@ class SearchLoop:
             drained = False  # what it learnt may give the strategy more to propose
         # Out of time, not of configs: the strategy may complete what it started, one config past
         # the limit (a count budget is kept exactly).
-        if self.out_of_time() and room_for_one() and (config := strategy.finish()) is not None:
+        if self.out_of_time() and within_counts() and (config := strategy.finish()) is not None:
             self.tell(strategy, config, self.consider(config), first_with)
         self.no_ops.extend(n for n in strategy.no_ops if n not in self.no_ops)
 
