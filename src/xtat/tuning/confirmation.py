@@ -107,16 +107,20 @@ class Confirmation:
 
 
 def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: TuneSettings,
-            as_called: bool = False) -> Confirmation:
+            as_called: bool = False, baseline: Candidate | None = None) -> Confirmation:
     """Deploy the default and `candidate` (its config id: `config_id`) in fresh workers and test the
-    speedup sequentially; `as_called`: both deployed as the user's step is called (`Deployment`)."""
+    speedup sequentially; `as_called`: both deployed as the user's step is called (`Deployment`).
+    With `baseline`, that build stands in the default's place (head to head: the `default_*`
+    figures are its own)."""
     design = SequentialDesign(1.0 + settings.tie_margin, settings.rounds, settings.confirm_looks)
     monitor = LoadMonitor(runner.pids)
     timing = replace(settings.timing, min_sample_s=max(settings.min_sample_s, settings.confirm_min_sample_s))
     # A config that sets the runtime runs in a process of its own, and one pair of processes is that
     # pair's figure (`ProcessRunner.setup_factor`): each look is in a fresh pair, and no verdict but
     # an inconclusive one comes before `setup_pairs` looks (skipping a look's test keeps the bound).
-    fresh_each_look = bool(candidate.process.runtime)
+    reference = "the default" if baseline is None else "the baseline"
+    baseline = baseline or Candidate()
+    fresh_each_look = bool(candidate.process.runtime or baseline.process.runtime)
     first_verdict = min(settings.setup_pairs, design.max_looks) if fresh_each_look else 1
     shuffle = random.Random(settings.seed)
     timed_s = 0.0  # the time cap counts the looks' timing, not the deploys of fresh pairs
@@ -125,11 +129,11 @@ def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: Tune
         looks, round_s = 0, 0.0
         while True:
             if looks == 0 or fresh_each_look:
-                placement = runner.place([(DEFAULT_ID, Candidate()), (config_id, candidate)], timing,
+                placement = runner.place([(DEFAULT_ID, baseline), (config_id, candidate)], timing,
                                          Deployment(settings.tolerance, as_called))
                 if placement.failed:
                     which, why = next(iter(placement.failed.items()))
-                    return _failed(design, monitor, f"{'the default' if which == DEFAULT_ID else 'the config'} "
+                    return _failed(design, monitor, f"{reference if which == DEFAULT_ID else 'the config'} "
                                                     f"failed to deploy: {why}")
                 for _ in range(WARMUP_ROUNDS):
                     placement.sample_pairs(shuffle)

@@ -97,6 +97,9 @@ class Finalist:
     confirmation: Confirmation | None = None
     # The trial of its part that stands for it (`tuning.adoption.outdone_by_part`): it is listed, never confirmed.
     gave_way_to: int | None = None
+    # A finalist with a process setup, confirmed faster as was one without: the two confirmed head to head,
+    # this config against the other (`tuning.adoption.settle_kinds`).
+    head_to_head: Confirmation | None = None
 
     @property
     def confirmed(self) -> bool:
