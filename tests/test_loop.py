@@ -91,15 +91,22 @@ def width_and_level(c: Candidate) -> float:
             / (1.3 if c.compile_options.get(LEVEL) == 2 else 1.0))
 
 
-def test_a_finalist_that_kills_its_worker_side_by_side_is_demoted_and_the_rest_measured_again(db):
-    # The first finalist placed side by side crashes there, and only that one (GPT's `algsimp` and `cse` off).
+def only_the_first_asked() -> tuple[list[dict], Callable[[Candidate], bool]]:
+    """A predicate true for the first build but the default it is asked about (and its twins), and a
+    list that holds that build's compile options once asked."""
     first: list[dict] = []
 
-    def crashes(c: Candidate) -> bool:
+    def picked(c: Candidate) -> bool:
         if c != Candidate() and not first:
             first.append(c.compile_options)
         return bool(first) and c.compile_options == first[0]
 
+    return first, picked
+
+
+def test_a_finalist_that_kills_its_worker_side_by_side_is_demoted_and_the_rest_measured_again(db):
+    # The first finalist placed side by side crashes there, and only that one (GPT's `algsimp` and `cse` off).
+    first, crashes = only_the_first_asked()
     result = tune(db, CrashesSideBySide(width_and_level, crashes_side_by_side=crashes))
     assert result.adopted and result.best_config["codegen"] != first[0], result.message
     assert result.best_config["codegen"][WIDTH] == 512 and "demoted as crashes" in result.message
@@ -113,6 +120,45 @@ def test_a_worker_failure_side_by_side_that_is_no_finalists_keeps_the_default_an
     result = tune(db, runner)
     assert not result.adopted and result.outcome is AdoptionOutcome.REMEASURE_FAILED
     assert "worker killed by SIGSEGV" in result.message
+    assert not any(t.status is TrialStatus.CRASH for t in trials(db))
+
+
+@dataclass
+class CrashesInConfirmation(FakeRunner):
+    """TEST DOUBLE: a FakeRunner whose builds that `crashes` picks kill their worker when placed for
+    confirmation, though they ran in the search and side by side (GPT's `algsimp` and `cse` off)."""
+
+    crashes: Callable[[Candidate], bool] = lambda candidate: False
+    _beside: bool = False  # placing for `interleave` (side by side), not for a confirmation
+
+    def interleave(self, builds, rounds, timing, deploy=None):
+        self._beside = True
+        try:
+            return super().interleave(builds, rounds, timing, deploy)
+        finally:
+            self._beside = False
+
+    def place(self, builds, timing, deploy=None):
+        for id, candidate in builds:
+            if not self._beside and self.crashes(candidate):
+                raise WorkerFailure(TrialStatus.CRASH, "worker killed by SIGSEGV (the fake)", build=id)
+        return super().place(builds, timing, deploy)
+
+
+def test_a_finalist_that_kills_its_worker_in_confirmation_is_demoted_and_the_next_confirmed(db):
+    # The first finalist confirmed dies there, and only that one (GPT's `algsimp` and `cse` off).
+    first, crashes = only_the_first_asked()
+    result = tune(db, CrashesInConfirmation(width_and_level, crashes=crashes))
+    crashed = [t for t in trials(db) if t.status is TrialStatus.CRASH]
+    assert [t.config["codegen"] for t in crashed] == [first[0]], [t.config for t in crashed]
+    assert "while it was confirmed" in (crashed[0].error or "") and "demoted as crashes" in result.message
+    assert result.adopted and result.best_config["codegen"] != first[0], result.message
+    assert result.best_config["codegen"][WIDTH] == 512 and result.speedup > 1.4, result.message
+
+
+def test_a_worker_failure_in_confirmation_that_is_no_finalists_keeps_the_default_and_demotes_nothing(db):
+    result = tune(db, CrashesInConfirmation(width_and_level, crashes=lambda c: c == Candidate()))  # the default's
+    assert not result.adopted and result.outcome is AdoptionOutcome.CONFIRMATION_FAILED, result.message
     assert not any(t.status is TrialStatus.CRASH for t in trials(db))
 
 

@@ -95,7 +95,7 @@ def finalize(run: RunContext, as_called: bool | None = None) -> Adoption:
                 finalists: tuple[Finalist, ...] = ()) -> Adoption:
         if crashed:
             message += (f" (demoted as crashes: trial(s) {', '.join(map(str, crashed))}, whose worker failed "
-                        f"when they ran side by side)")
+                        f"when they ran side by side or were confirmed)")
         return Adoption(default_ms, default_ci_ms, outcome, message, best, finalists)
 
     if not candidates:
@@ -164,6 +164,16 @@ def finalize(run: RunContext, as_called: bool | None = None) -> Adoption:
         confirmed = confirm(runner, candidate, config_id(finalist.config), settings, as_called)
         finalist = replace(finalist, search_speedup=finalist.speedup, search_speedup_ci=finalist.speedup_ci,
                            confirmation=confirmed)
+        if confirmed.verdict is Verdict.FAILED and confirmed.failed_build == config_id(finalist.config):
+            # Its own worker died (as side by side, above): demoted as a crash, and the next finalist is
+            # confirmed in its place. Both of GPT's runs at b949c15 confirmed `algsimp` and `cse` off, which
+            # segfaulted there, and kept the default, their other finalists (1.04x; 1.06x and 1.01x side
+            # by side) never confirmed.
+            store.demote_trial(finalist.trial, f"its worker failed while it was confirmed: {confirmed.error}",
+                               confirmed.failure_status or TrialStatus.CRASH)
+            crashed.append(finalist.trial)
+            measured[index] = finalist
+            continue
         if confirmed.verdict is not Verdict.FAILED:
             finalist = replace(finalist, speedup=confirmed.speedup, speedup_ci=confirmed.speedup_ci,
                                median_s=confirmed.candidate_s, ci_s=confirmed.candidate_ci_s)

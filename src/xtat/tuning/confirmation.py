@@ -24,6 +24,7 @@ from enum import StrEnum
 
 from xtat.core import serial
 from xtat.core.candidate import Candidate
+from xtat.core.status import TrialStatus
 from xtat.runner.base import DEFAULT_ID, Deployment, Runner, WorkerFailure
 from xtat.runner.load import LoadMonitor, MachineLoad
 from xtat.runner.timing import WARMUP_ROUNDS, median_ci, speedup_ci
@@ -97,6 +98,10 @@ class Confirmation:
     load: MachineLoad | None
     load_dependent: bool  # others used enough of the machine to explain the difference
     error: str | None = None
+    # Where a worker failed while confirming: the build it was building or running (`WorkerFailure.build`:
+    # the config's id, `DEFAULT_ID`, or None where not known) and how it failed (crash, timeout, oom).
+    failed_build: str | None = None
+    failure_status: TrialStatus | None = None
 
     def to_json(self) -> dict:
         return serial.dump(self)
@@ -156,7 +161,8 @@ def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: Tune
                 break
     except WorkerFailure as failure:
         runner.discard(candidate)
-        return _failed(design, monitor, f"worker failed while confirming: {failure.status}: {failure.error}")
+        return _failed(design, monitor, f"worker failed while confirming: {failure.status}: {failure.error}",
+                       failure)
     load = monitor.report()
     median, low, high = median_ci(samples[config_id], seed=settings.seed)
     d_median, d_low, d_high = median_ci(samples[DEFAULT_ID], seed=settings.seed)
@@ -167,6 +173,8 @@ def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: Tune
         load_dependent=load.other_cores is not None and load.other_cores >= settings.load_threshold_cores)
 
 
-def _failed(design: SequentialDesign, monitor: LoadMonitor, error: str) -> Confirmation:
+def _failed(design: SequentialDesign, monitor: LoadMonitor, error: str,
+            failure: WorkerFailure | None = None) -> Confirmation:
     return Confirmation(Verdict.FAILED, 1.0, (1.0, 1.0), 0.0, (0.0, 0.0), 0.0, (0.0, 0.0), 0, 0, design.confidence,
-                        monitor.report(), False, error)
+                        monitor.report(), False, error, failure.build if failure else None,
+                        failure.status if failure else None)
