@@ -9,13 +9,13 @@ sys.path.insert(0, str(TESTS / "support"))  # tiny workloads, test doubles, help
 
 
 # The test files measured longest on the 2-core machine (`pytest --durations=0`), longest first.
-# The two test processes take whole files in collection order (`--dist loadfile
+# The test processes take whole files in collection order (`--dist loadfile
 # --no-loadscope-reorder`), so the long ones start first and the short ones fill in at the end
-# (longest-processing-time-first): both processes finish within seconds of each other. A file not
+# (longest-processing-time-first): the processes finish close together. A file not
 # listed runs after these; an outdated list costs balance, never coverage.
-LONGEST_FIRST = ("test_reliability", "test_scale", "test_gallery", "test_profile", "test_suite_routing_science",
-                 "test_suite_standard", "test_stages", "test_cli", "test_launch", "test_confirmation", "test_loop",
-                 "test_preset", "test_sharding")
+LONGEST_FIRST = ("test_profile", "test_reliability", "test_loop", "test_scale", "test_launch",
+                 "test_suite_routing_science", "test_cli", "test_confirmation", "test_suite_standard", "test_gallery",
+                 "test_preset", "test_sharding", "test_cost_model", "test_store", "test_strategies")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -64,7 +64,7 @@ def test_bad_database_is_refused_unchanged(tmp_path):
 
 def test_tune_json_contract_show_trials_apply_export_import(db, tmp_path):
     result = run("tune", tiny_target("tiny_mlp"), "--db", db, "--budget", "3", "--options", OPTIONS,
-                 "--stages", "codegen", "--json")
+                 "--stages", "codegen", "--confirm-time", "3", "--json")
     document = json.loads(result.stdout)  # with --json, stdout is the JSON object and nothing else
     assert_only_progress_and_notes(result.stderr)
     for key in ("workload", "fingerprint", "default_ms", "best_ms", "speedup", "speedup_ci", "adopted", "trials",

@@ -592,6 +592,53 @@ def test_time_is_the_search_wall_time_whatever_the_number_of_workers():
     assert time.perf_counter() - started < 2.0 + 5.0  # and it stopped near its wall-time budget
 
 
+@dataclass
+class SlowRounds(FakeRunner):
+    """A FakeRunner whose search measurements take `seconds` of wall time, and whose placed builds take
+    `round_s` a round, as a confirmation's fresh processes do."""
+
+    seconds: float = 0.1
+    round_s: float = 0.1
+
+    def measure(self, *args, **kwargs):
+        time.sleep(self.seconds)
+        return super().measure(*args, **kwargs)
+
+    def place(self, builds, timing, deploy=None):
+        placement = super().place(builds, timing, deploy)
+        sample_pairs = placement.sample_pairs
+
+        def slowly(shuffle):
+            time.sleep(self.round_s)
+            return sample_pairs(shuffle)
+
+        placement.sample_pairs = slowly  # type: ignore[method-assign]
+        return placement
+
+
+def test_a_whole_call_limit_ends_the_search_early_and_cuts_a_confirmation_that_has_not_decided():
+    """Standard effort's 5 minutes are the whole call's (`run_time_s`): the search stops with the
+    decision's share of the limit left (`DECIDE_SHARE`), and a confirmation still undecided at the
+    limit ends there, inconclusive, adopting nothing. Here every config reads 1.5x in the search and
+    side by side, and the tie margin's 1.02x in confirmation, which a look or two does not decide."""
+    from xtat.tuning.settings import DECIDE_SHARE
+
+    runner = SlowRounds(lambda c: DEFAULT_S / 1.02 if c.compile_options else DEFAULT_S,
+                        misread=lambda c: 1.5, misread_beside=lambda c: 1.5)
+    limit = 10.0
+    started = time.monotonic()
+    result = xtat.tune(tiny_mlp(), db=MemoryStore(), runner=fake_runner_factory(runner),
+                       **{**FAST, "stages": ("codegen",), "budget": None, "run_time_s": limit, "confirm_looks": 50,
+                          "confirm_time_s": 600.0, "rounds": 21})
+    wall = time.monotonic() - started
+    assert result.time_split.search_s < (1 - DECIDE_SHARE) * limit + 1.0  # the decision's share left (a trial ends)
+    confirmation = result.confirmed.confirmation if result.confirmed else None
+    assert confirmation is not None and confirmation.cut_by_run_limit, result.message
+    assert not result.adopted and "time limit" in result.message
+    assert 1 <= confirmation.looks < 50
+    assert wall < limit + 21 * 0.1 + 2.0  # past the limit by at most a look
+
+
 def test_a_tuner_decides_when_its_own_configs_are_measured_not_when_a_larger_budget_is_spent(db):
     """Issue 33: two tuners share one store (SQLite, claims under leases); one with a budget of 4
     decides while the other, with 40, is still searching, and the larger decides again on its

@@ -57,7 +57,8 @@ def test_a_hot_program_is_kept_with_its_inputs_and_tuned_keyed_as_the_script_com
     assert all(p.share < 0.05 for p in programs if p.exported is None)
 
     tuned = subprocess.run([*XTAT, "tune", "--profile", "hot", "--db", str(db), "--budget", "3", "--stages",
-                            "codegen", "--effort", "quick"], capture_output=True, text=True, timeout=600)
+                            "codegen", "--effort", "quick", "--confirm-time", "3"],
+                           capture_output=True, text=True, timeout=600)
     assert tuned.returncode == 0, tuned.stderr
     store = Store.open(db, read_only=True)
     try:
@@ -217,6 +218,7 @@ def test_the_signatures_of_one_function_are_hot_together_and_seeded_in_their_ran
     assert x.dtype == np.float32 and low <= x.min() and x.max() <= high and x.std() > 0.1 * (high - low)
 
     tuned = subprocess.run([*XTAT, "tune", "--profile", "signatures", "--db", str(db), "--budget", "3", "--stages",
-                            "codegen", "--effort", "quick"], capture_output=True, text=True, timeout=600)
+                            "codegen", "--effort", "quick", "--confirm-time", "3"],
+                           capture_output=True, text=True, timeout=600)
     assert tuned.returncode == 0, tuned.stderr
     assert "1 other signature(s)" in tuned.stderr  # checked with the largest's config, or said to keep XLA's defaults

@@ -489,12 +489,17 @@ def test_a_run_never_learns_its_order_from_its_own_programs_record(tmp_path):
 
 
 def test_effort_levels_are_presets_that_explicit_settings_override():
-    from xtat.tuning.settings import EFFORTS, Effort, TuneSettings
+    from xtat.tuning.settings import DECIDE_SHARE, EFFORTS, Effort, TuneSettings
 
     quick, standard = TuneSettings.at("quick"), TuneSettings.at(Effort.STANDARD)
-    assert quick.time_s < standard.time_s and quick.finalists < standard.finalists
+    assert quick.time_s is not None and standard.run_time_s == 300.0  # standard's 5 minutes are the whole call's
+    assert quick.time_s < (1 - DECIDE_SHARE) * standard.run_time_s and quick.finalists < standard.finalists
     assert quick.confirm_time_s < standard.confirm_time_s and TuneSettings.at("exhaustive").budget == 1000
     assert TuneSettings.at("quick", time_s=10.0, seed=3).time_s == 10.0 and set(EFFORTS) == set(Effort)
+    # An asked search size replaces standard's whole-call limit; other settings keep it.
+    assert TuneSettings.at("standard", time_s=600.0).run_time_s is None
+    assert TuneSettings.at("standard", budget=1000).run_time_s is None
+    assert TuneSettings.at("standard", seed=3, confirm_time_s=10.0).run_time_s == 300.0
     with pytest.raises(UserError, match="--effort 'fast': choose one of quick, standard, exhaustive"):
         TuneSettings.at("fast")
 

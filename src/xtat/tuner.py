@@ -75,6 +75,7 @@ def tune(
         effort = overrides.pop("effort", None)
         settings = TuneSettings(**overrides) if effort is None else TuneSettings.at(effort, **overrides)
     started = time.perf_counter()
+    deadline = None if settings.run_time_s is None else time.monotonic() + settings.run_time_s
     with ExitStack() as stack:
         # Bad --learn-from stores and --options fail here, before anything is written.
         learn_from = [stack.enter_context(_learn_from(path)) for path in settings.learn_from]
@@ -87,7 +88,7 @@ def tune(
         if runner is open_runner and settings.measured_by.kind is not ExecutorKind.LOCAL:
             runner = open_ray_runner
         opened = stack.enter_context(runner(captured, settings))
-        return _tune(captured, store, opened, settings, started, on_trial, learn_from)
+        return _tune(captured, store, opened, settings, started, deadline, on_trial, learn_from)
 
 
 def _learn_from(path: str) -> Storage:
@@ -102,7 +103,8 @@ def _learn_from(path: str) -> Storage:
 
 
 def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSettings, started: float,
-          on_trial: Callable[[TrialEvent], None] | None, learn_from: Sequence[Storage]) -> TuneResult:
+          deadline: float | None, on_trial: Callable[[TrialEvent], None] | None,
+          learn_from: Sequence[Storage]) -> TuneResult:
     # A workload not seen before must build and run under the default before
     # anything is written, so that a broken one leaves no row. A recorded one
     # starts its worker only when something new is to be measured.
@@ -126,7 +128,7 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
                       runner.autotune_results, jax.device_count(),
                       tuple(zip(captured.dims, (tuple(x.shape) for x in captured.inputs), strict=True)),
                       captured.dims_declared, tuple(captured.marks))
-    run = RunContext(store, runner, captured, workload_id, run_id, settings, tuple(stages), owner)
+    run = RunContext(store, runner, captured, workload_id, run_id, settings, tuple(stages), owner, deadline)
     with Heartbeat(store, run.owner, settings.lease_s):
         search = SearchLoop(run, on_trial, learn_from)
         try:

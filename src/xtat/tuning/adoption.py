@@ -4,6 +4,7 @@ tie margin."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 from xtat.core.candidate import Candidate
@@ -148,10 +149,11 @@ def finalize(run: RunContext, as_called: bool | None = None) -> Adoption:
     # without) read within `KIND_REACH` of it side by side, that rival is confirmed too (`rival_of`),
     # and where both are confirmed faster, the two are confirmed head to head (`settle_kinds`).
     leader: Confirmed | None = None
+    look_s = 0.0  # a look's wall time in the leader's confirmation, fresh processes' deploys included
     for index, finalist in enumerate(measured):
         if finalist.gave_way_to is not None or finalist.speedup <= 1.0 + settings.tie_margin:
             continue  # a part of it stands for it; or not faster, or a tie
-        if leader is not None and not rival_of(leader[0], finalist):
+        if leader is not None and (not rival_of(leader[0], finalist) or not room_for(run, look_s)):
             continue
         candidate = concretize(stages, finalist.config)
         if captured.verify_inputs is not None:
@@ -161,7 +163,10 @@ def finalize(run: RunContext, as_called: bool | None = None) -> Adoption:
                 reason = check.error if check.status is TrialStatus.WRONG_RESULT else f"{check.status}: {check.error}"
                 store.demote_trial(finalist.trial, f"failed re-verification on make_inputs(1): {reason}", check.status)
                 continue
-        confirmed = confirm(runner, candidate, config_id(finalist.config), settings, as_called)
+        started = time.monotonic()
+        confirmed = confirm(runner, candidate, config_id(finalist.config), settings, as_called, until=run.deadline)
+        if leader is None:
+            look_s = (time.monotonic() - started) / max(confirmed.looks, 1)
         finalist = replace(finalist, search_speedup=finalist.speedup, search_speedup_ci=finalist.speedup_ci,
                            confirmation=confirmed)
         if confirmed.verdict is Verdict.FAILED and confirmed.failed_build == config_id(finalist.config):
@@ -185,7 +190,7 @@ def finalize(run: RunContext, as_called: bool | None = None) -> Adoption:
                 break
             continue
         if outcome.adopted:
-            leader, settled = settle_kinds(run, as_called, leader, (finalist, candidate, outcome, message))
+            leader, settled = settle_kinds(run, as_called, leader, (finalist, candidate, outcome, message), look_s)
             measured = [settled if f.trial == settled.trial else f for f in measured]
         break
     if leader is not None:
@@ -270,7 +275,15 @@ def rival_of(leader: Finalist, finalist: Finalist) -> bool:
             and finalist.speedup * KIND_REACH >= leader.search_speedup)
 
 
-def settle_kinds(run: RunContext, as_called: bool, first: Confirmed, second: Confirmed) -> tuple[Confirmed, Finalist]:
+def room_for(run: RunContext, look_s: float) -> bool:
+    """Whether another confirmation has time for two looks of `look_s` before the run's limit (always,
+    without one): one look rarely decides, and a confirmation cut short adopts nothing."""
+    left = run.time_left()
+    return left is None or left >= 2 * look_s
+
+
+def settle_kinds(run: RunContext, as_called: bool, first: Confirmed, second: Confirmed,
+                 look_s: float = 0.0) -> tuple[Confirmed, Finalist]:
     """Of two finalists confirmed faster than the default, one with a process setup and one without,
     the one adopted, and the one with the setup holding its head-to-head confirmation against the other
     (`Finalist.head_to_head`).
@@ -282,17 +295,25 @@ def settle_kinds(run: RunContext, as_called: bool, first: Confirmed, second: Con
     and nine more decisions was confirmed at 1.313x, the pass off alone at 1.173x, and the first,
     adopted, delivered 0.939x of the second under `xtat run`. A config without a setup deploys through
     `xtat.jit` alone, with fewer decisions to carry, so a tie goes to it, and so does a test that ends
-    inconclusive at its time cap (half `confirm_time_s`)."""
+    inconclusive at its time cap (half `confirm_time_s`), or one the run's limit leaves no room for
+    (`room_for`, two looks of `look_s`)."""
     setup, plain = (first, second) if sets_up_process(first[0].config) else (second, first)
-    # Half a confirmation's time: a third confirmation took standard's runs past 5 minutes (GPT's
-    # train step 322 s at 077dc87), and an inconclusive end costs no false adoption, only the setup.
-    settings = replace(run.settings, confirm_time_s=run.settings.confirm_time_s / 2)
-    head = confirm(run.runner, setup[1], config_id(setup[0].config), settings, as_called, baseline=plain[1])
+    head: Confirmation | None = None
+    if room_for(run, look_s):
+        # Half a confirmation's time: a third confirmation took standard's runs past 5 minutes (GPT's
+        # train step 322 s at 077dc87), and an inconclusive end costs no false adoption, only the setup.
+        settings = replace(run.settings, confirm_time_s=run.settings.confirm_time_s / 2)
+        head = confirm(run.runner, setup[1], config_id(setup[0].config), settings, as_called, baseline=plain[1],
+                       until=run.deadline)
     settled = replace(setup[0], head_to_head=head)
-    faster = head.verdict is Verdict.FASTER
+    faster = head is not None and head.verdict is Verdict.FASTER
     winner, other = (setup, plain) if faster else (plain, setup)
-    figure = (f"{head.speedup:.3f}x [{head.speedup_ci[0]:.3f}, {head.speedup_ci[1]:.3f}], {head.verdict.value}"
-              if head.verdict is not Verdict.FAILED else f"failed: {head.error}")
+    if head is None:
+        figure = "not run: the run's time limit left no room for it"
+    elif head.verdict is Verdict.FAILED:
+        figure = f"failed: {head.error}"
+    else:
+        figure = f"{head.speedup:.3f}x [{head.speedup_ci[0]:.3f}, {head.speedup_ci[1]:.3f}], {head.verdict.value}"
     kind = "with" if other is setup else "without"
     message = (f"{winner[3]} (over the finalist {kind} a process setup, confirmed {other[0].speedup:.3f}x: "
                f"the one with the setup over the other, head to head, {figure})")
@@ -410,6 +431,8 @@ def judge(confirmed: Confirmation, settings: TuneSettings, as_called: bool = Fal
             return AdoptionOutcome.TIE, (f"a tie: faster, but by less than the tie margin: {figure} {where}: "
                                          "the default stays")
         return AdoptionOutcome.SLOWER, f"no significant improvement: {figure} {where}: the default stays"
+    settle = ("the run's time limit ended it; an explicit --time or --budget lifts that limit"
+              if confirmed.cut_by_run_limit else "a longer --confirm-time may settle it")
     return AdoptionOutcome.INCONCLUSIVE, (
         f"no significant improvement: confirmation inconclusive, {figure} {where} (the interval straddles "
-        f"{1 + settings.tie_margin:g}; a longer --confirm-time may settle it): the default stays")
+        f"{1 + settings.tie_margin:g}; {settle}): the default stays")

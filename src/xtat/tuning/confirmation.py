@@ -102,6 +102,7 @@ class Confirmation:
     # the config's id, `DEFAULT_ID`, or None where not known) and how it failed (crash, timeout, oom).
     failed_build: str | None = None
     failure_status: TrialStatus | None = None
+    cut_by_run_limit: bool = False  # inconclusive because the run's whole-call limit came (`run_time_s`)
 
     def to_json(self) -> dict:
         return serial.dump(self)
@@ -112,11 +113,12 @@ class Confirmation:
 
 
 def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: TuneSettings,
-            as_called: bool = False, baseline: Candidate | None = None) -> Confirmation:
+            as_called: bool = False, baseline: Candidate | None = None, until: float | None = None) -> Confirmation:
     """Deploy the default and `candidate` (its config id: `config_id`) in fresh workers and test the
     speedup sequentially; `as_called`: both deployed as the user's step is called (`Deployment`).
     With `baseline`, that build stands in the default's place (head to head: the `default_*`
-    figures are its own)."""
+    figures are its own). `until`: the `time.monotonic()` instant of the run's limit: no look is
+    started that the last one's time (fresh processes' deploys included) says would end past it."""
     design = SequentialDesign(1.0 + settings.tie_margin, settings.rounds, settings.confirm_looks)
     monitor = LoadMonitor(runner.pids)
     timing = replace(settings.timing, min_sample_s=max(settings.min_sample_s, settings.confirm_min_sample_s))
@@ -129,10 +131,12 @@ def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: Tune
     first_verdict = min(settings.setup_pairs, design.max_looks) if fresh_each_look else 1
     shuffle = random.Random(settings.seed)
     timed_s = 0.0  # the time cap counts the looks' timing, not the deploys of fresh pairs
+    cut = False  # ended inconclusive by the run's limit (`until`), not by its own time cap or looks
     try:
         samples: dict[str, list[float]] = {DEFAULT_ID: [], config_id: []}
         looks, round_s = 0, 0.0
         while True:
+            iteration_started = time.monotonic()
             if looks == 0 or fresh_each_look:
                 placement = runner.place([(DEFAULT_ID, baseline), (config_id, candidate)], timing,
                                          Deployment(settings.tolerance, as_called))
@@ -155,8 +159,11 @@ def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: Tune
             if looks < first_verdict and verdict is not Verdict.INCONCLUSIVE:
                 verdict = None
             over_time = timed_s + design.rounds * round_s > settings.confirm_time_s
-            if verdict is None and over_time:
+            now = time.monotonic()
+            out_of_run = until is not None and now + (now - iteration_started) > until
+            if verdict is None and (over_time or out_of_run):
                 verdict = Verdict.INCONCLUSIVE
+                cut = out_of_run and not over_time
             if verdict is not None:
                 break
     except WorkerFailure as failure:
@@ -170,7 +177,8 @@ def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: Tune
     return Confirmation(
         verdict, speedup, (s_low, s_high), d_median, (d_low, d_high),
         median, (low, high), len(samples[DEFAULT_ID]), looks, design.confidence, load,
-        load_dependent=load.other_cores is not None and load.other_cores >= settings.load_threshold_cores)
+        load_dependent=load.other_cores is not None and load.other_cores >= settings.load_threshold_cores,
+        cut_by_run_limit=cut)
 
 
 def _failed(design: SequentialDesign, monitor: LoadMonitor, error: str,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from xtat.capture.workload import Capture
 from xtat.runner.base import Runner
 from xtat.stages.base import Stage
 from xtat.store.base import Storage
-from xtat.tuning.settings import TuneSettings
+from xtat.tuning.settings import DECIDE_SHARE, TuneSettings
 
 
 @dataclass(frozen=True)
@@ -25,3 +26,15 @@ class RunContext:
     settings: TuneSettings
     stages: tuple[Stage, ...]
     owner: str  # who claims this run's trials in the store (`store.sql.owner_id`)
+    deadline: float | None = None  # the `time.monotonic()` instant the run must end by (`run_time_s`)
+
+    @property
+    def search_until(self) -> float | None:
+        """When the search stops, leaving the decision its share of the run's time (`DECIDE_SHARE`)."""
+        if self.deadline is None or self.settings.run_time_s is None:
+            return None
+        return self.deadline - DECIDE_SHARE * self.settings.run_time_s
+
+    def time_left(self) -> float | None:
+        """Seconds until the run's deadline (None: no limit)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()

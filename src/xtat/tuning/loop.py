@@ -80,7 +80,9 @@ class SearchLoop:
         return (s.budget is not None and self.considered + pending >= s.budget) or self.out_of_time()
 
     def out_of_time(self) -> bool:
-        return self.settings.time_s is not None and self.used_s >= self.settings.time_s
+        until = self.context.search_until
+        return ((self.settings.time_s is not None and self.used_s >= self.settings.time_s)
+                or (until is not None and time.monotonic() >= until))
 
     def run(self, decisions: list[Decision], base: Config, budget: int | None) -> None:
         """Search `decisions` around `base` for at most `budget` configs (None: until exhausted)."""
