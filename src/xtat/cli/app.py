@@ -61,8 +61,9 @@ def tune(
     target: str | None = typer.Argument(None, help="package.module:attr or path/to/file.py:attr; "
                                            "default: the built-in MoE training step."),
     effort: str = typer.Option("standard", "--effort", help="quick (about a minute on a program with a 5 s "
-                               "compile) | standard (at most about 5 minutes) | exhaustive (1000 configs): a "
-                               "preset of --budget, --time, the finalists and --confirm-time (docs/search.md)."),
+                               "compile) | standard (at most 5 minutes in all, unless --time or --budget is given) | "
+                               "exhaustive (1000 configs): a preset of --budget, --time, the finalists and "
+                               "--confirm-time (docs/search.md)."),
     budget: int | None = typer.Option(None, help="Configs to consider, the default and resumed ones included "
                                       "(default: the effort's)."),
     time: float | None = typer.Option(None, "--time", help="Time budget of the search in seconds, resumed "
