@@ -154,6 +154,7 @@ def one(target: str, efforts: list[str], with_ceiling: bool, pairs: int, rounds:
             confirmation = result.get("confirmation") or {}
             entry = {"adopted": result["adopted"], "config": result["best_config"] if result["adopted"] else None,
                      "message": result["message"], "wall_s": result["wall_s"], "trials": result["trials"],
+                     "time_split": result.get("time_split"),
                      "finalists": search_figures(db, result["finalists"]),
                      "confirmed": [result["speedup"], *result["speedup_ci"]] if confirmation else None,
                      "load_dependent": confirmation.get("load_dependent"),

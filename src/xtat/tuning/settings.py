@@ -40,8 +40,10 @@ class Effort(StrEnum):
 
 # The share of `run_time_s` kept for deciding: re-timing the shortlist, the finalists side by side, and
 # up to three confirmations (the leader, a rival of the other kind, the two head to head). Standard's
-# decisions took 110-150 s of runs of 300-320 s in the campaign at b949c15.
-DECIDE_SHARE = 0.4
+# decisions took 110-150 s of runs of 300-320 s in the campaign at b949c15. With 40%, two of three
+# one-CPU leaders at 29ed65f (Haiku, NumPyro: 13-20 s a look, no verdict before the third) were
+# cut inconclusive at the limit, NumPyro's at 1.252x [1.149, 1.320].
+DECIDE_SHARE = 0.5
 
 EFFORTS: dict[Effort, dict[str, Any]] = {
     # Quick's confirmation has one look past its setup pairs: a runtime setup's confirmation gives no
