@@ -639,6 +639,21 @@ def test_a_whole_call_limit_ends_the_search_early_and_cuts_a_confirmation_that_h
     assert wall < limit + 21 * 0.1 + 2.0  # past the limit by at most a look
 
 
+def test_a_rival_or_head_to_head_confirmation_starts_only_with_room_for_two_looks_before_the_limit():
+    """`room_for`: another confirmation starts only while the run's limit leaves two looks of the
+    leader's length (one look rarely decides, and one cut short adopts nothing); always without a limit."""
+    from types import SimpleNamespace
+
+    from xtat.tuning.adoption import room_for
+
+    def run_with(left_s: float | None):
+        deadline = None if left_s is None else time.monotonic() + left_s
+        return SimpleNamespace(time_left=lambda: None if deadline is None else deadline - time.monotonic())
+
+    assert room_for(run_with(30.0), look_s=10.0) and not room_for(run_with(15.0), look_s=10.0)
+    assert not room_for(run_with(-1.0), look_s=0.5) and room_for(run_with(None), look_s=1e9)
+
+
 def test_a_tuner_decides_when_its_own_configs_are_measured_not_when_a_larger_budget_is_spent(db):
     """Issue 33: two tuners share one store (SQLite, claims under leases); one with a budget of 4
     decides while the other, with 40, is still searching, and the larger decides again on its
