@@ -4,7 +4,6 @@ tie margin."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 from xtat.core.candidate import Candidate
@@ -163,10 +162,9 @@ def finalize(run: RunContext, as_called: bool | None = None) -> Adoption:
                 reason = check.error if check.status is TrialStatus.WRONG_RESULT else f"{check.status}: {check.error}"
                 store.demote_trial(finalist.trial, f"failed re-verification on make_inputs(1): {reason}", check.status)
                 continue
-        started = time.monotonic()
         confirmed = confirm(runner, candidate, config_id(finalist.config), settings, as_called, until=run.deadline)
-        if leader is None:
-            look_s = (time.monotonic() - started) / max(confirmed.looks, 1)
+        if leader is None and confirmed.load is not None:  # its load window spans the whole confirmation
+            look_s = confirmed.load.wall_s / max(confirmed.looks, 1)
         finalist = replace(finalist, search_speedup=finalist.speedup, search_speedup_ci=finalist.speedup_ci,
                            confirmation=confirmed)
         if confirmed.verdict is Verdict.FAILED and confirmed.failed_build == config_id(finalist.config):
@@ -283,7 +281,7 @@ def room_for(run: RunContext, look_s: float) -> bool:
 
 
 def settle_kinds(run: RunContext, as_called: bool, first: Confirmed, second: Confirmed,
-                 look_s: float = 0.0) -> tuple[Confirmed, Finalist]:
+                 look_s: float) -> tuple[Confirmed, Finalist]:
     """Of two finalists confirmed faster than the default, one with a process setup and one without,
     the one adopted, and the one with the setup holding its head-to-head confirmation against the other
     (`Finalist.head_to_head`).
