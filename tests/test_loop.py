@@ -806,9 +806,10 @@ def test_a_runtime_setup_is_timed_beside_the_default_in_its_own_worker_scaled_by
         factor = runner.setup_factor(pinned.process, timing)  # measured once: no process is started for it
         assert len(list(tmp_path.glob("setup-pair-*.log"))) == 2 and 0.2 < factor < 5
         monkeypatch.setattr(runner, "setup_factor", lambda setup, timing: 1000 * factor)
+        runner.pool.discard(ProcessSetup())  # the default's worker: the pinned candidate needs none
         second = runner.measure("a", pinned, Tolerance(), timing)
         assert isinstance(second, Timed), second
-        assert len(list(tmp_path.glob("setup-pair-*.log"))) == 2  # the factor's block along the run: no process
+        assert len(runner.pids()) == 1  # its reference was in its own worker
         ratio = speedup_ci(list(second.reference), list(second.samples))[0] / \
             speedup_ci(list(first.reference), list(first.samples))[0]
         # The factor scales the figure. Two measurements of a tiny program under the test run's load
@@ -819,49 +820,6 @@ def test_a_runtime_setup_is_timed_beside_the_default_in_its_own_worker_scaled_by
         pairs = runner.interleave([("default", Candidate()), ("a", pinned)], 6, timing)
         assert len(list(tmp_path.glob("worker-*.log"))) - before == 2 * 2
         assert pairs is not None and len(pairs["a"]) == 6 and "default" not in pairs
-    finally:
-        runner.close()
-
-
-def test_a_setup_factor_takes_a_block_of_the_own_pair_before_each_candidate_with_the_setup(tmp_path, monkeypatch):
-    """Real workers; the pairs' and blocks' ratios scripted: the factor a candidate's figure is scaled
-    by is the geometric mean of the setup's pairs of processes and of the run's own pair's short
-    blocks (`timing.samples` rounds, no process started), one taken before each candidate with the
-    setup is timed: a ratio that moves with the machine over seconds is not read from one moment."""
-    from xtat.capture.workload import capture
-    from xtat.core.candidate import ProcessSetup
-    from xtat.runner.process import ProcessRunner
-    from xtat.runner.protocol import Compiled, Timed
-    from xtat.runner.timing import TimingPolicy, speedup_ci
-    from xtat.runner.verify import Tolerance
-
-    captured = capture(tiny_mlp())
-    runner = ProcessRunner(tmp_path, captured.exported, captured.inputs, captured.verify_inputs,
-                           lambda program, layout: b"", 60.0, 10.0, 20.0)
-    rounds_asked: list[int | None] = []
-    scripted = iter([1.0, 1.0, 1.0, 1e6])  # the own pair and a fresh one; then a block before each candidate
-
-    def ratio(default_side, setup_side, timing, id="reference", blocks=1, rounds=None):
-        rounds_asked.append(rounds)
-        return next(scripted)
-
-    monkeypatch.setattr(runner, "_process_ratio", ratio)
-    timing = TimingPolicy(min_sample_s=0.003, samples=5, contender_pairs=5, setup_pairs=2)
-    pinned = Candidate(process=ProcessSetup(cpus=1))
-    try:
-        runner.start()
-        assert isinstance(runner.build("a", pinned), Compiled)
-        first = runner.measure("a", pinned, Tolerance(), timing)
-        assert isinstance(first, Timed), first
-        assert runner.setup_factor(pinned.process, timing) == pytest.approx(1.0)
-        second = runner.measure("a", pinned, Tolerance(), timing)
-        assert isinstance(second, Timed), second
-        assert runner.setup_factor(pinned.process, timing) == pytest.approx(1e6 ** 0.25)
-        assert rounds_asked == [None, None, 5, 5]  # the pairs' full rounds, then a short block each
-        assert len(list(tmp_path.glob("setup-pair-*.log"))) == 2  # one fresh pair; the blocks started none
-        ratio_of_figures = speedup_ci(list(second.reference), list(second.samples))[0] / \
-            speedup_ci(list(first.reference), list(first.samples))[0]
-        assert 3 < ratio_of_figures < 300, ratio_of_figures  # scaled by 1e6 ** 0.25 = 31.6: ten-fold bounds
     finally:
         runner.close()
 

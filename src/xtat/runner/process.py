@@ -109,7 +109,6 @@ class ProcessRunner:
         self.budget = Budget()  # verification budget, calibrated with the reference
         self._references: dict[ProcessSetup, tuple[WorkerProcess, int]] = {}  # see `_reference`
         self._factors: dict[ProcessSetup, tuple[float, ...]] = {}  # per pair of processes: `setup_ratios`
-        self._along: dict[ProcessSetup, list[float]] = {}  # the own pair's blocks along the run: `setup_factor`
         self._setups_deploy: Deployment | None = None  # see `measure_setups_as`
 
     def slots(self) -> list[ProcessRunner]:
@@ -122,7 +121,7 @@ class ProcessRunner:
             logs = self.folder / f"slot-{len(self._siblings) + 1}"
             logs.mkdir(exist_ok=True)
             sibling.pool = Pool(logs, self.pool.device)
-            sibling._siblings, sibling._references, sibling._factors, sibling._along = [], {}, {}, {}
+            sibling._siblings, sibling._references, sibling._factors = [], {}, {}
             self._siblings.append(sibling)
         return [self, *self._siblings]
 
@@ -266,9 +265,6 @@ class ProcessRunner:
             # autotune results is timed against the default's worker: in its own, the default would
             # compile with those results too.
             beside = candidate.process if candidate.process == candidate.process.runtime else ProcessSetup()
-            if beside:
-                self.setup_ratios(beside, timing)
-                self._time_factor_along(beside, timing)
             factor = self.setup_factor(beside, timing) if beside else 1.0
             reference, reference_inner = self._reference(timing, beside)
             deadline = self.measure_deadline_s
@@ -324,26 +320,8 @@ class ProcessRunner:
         whole lives, so a figure resting on one pair of processes is that pair's, and a candidate's
         search figure missed its side-by-side one by 12-20% on half of the campaign's finalists
         that held the CPU count (docs/search.md). Every candidate with the setup is then timed
-        against the default in its own worker, where pairing cancels the process's placement.
-
-        With them, the own pair's short blocks taken along the run, one before each candidate with
-        the setup is timed (`_time_factor_along`): the ratio also moves with the machine over
-        seconds (the HMC step's one-CPU ratio read about 1.3x in most blocks of a pair and 1.5-1.9x
-        in episodes; `benchmarks/setup_factor.py --blocks`), and pairs taken at one moment carried
-        that moment's episode into every figure with the setup."""
-        ratios = (*self.setup_ratios(setup, timing), *self._along.get(setup, ()))
-        return float(np.exp(np.mean(np.log(ratios))))
-
-    def _time_factor_along(self, setup: ProcessSetup, timing: TimingPolicy) -> None:
-        """One block of `timing.samples` rounds of the own pair's ratio (the run's default worker and
-        the setup's, the reference built in each), added to the setup's factor: a few tenths of a
-        second on most programs, with no process started. Not where setups are measured as deployed
-        (`measure_setups_as`): deploying in the own pair for each block costs seconds."""
-        if self._setups_deploy is not None:
-            return
-        default_side, setup_side = self._reference(timing), self._reference(timing, setup)
-        self._along.setdefault(setup, []).append(
-            self._process_ratio(default_side, setup_side, timing, rounds=timing.samples))
+        against the default in its own worker, where pairing cancels the process's placement."""
+        return float(np.exp(np.mean(np.log(self.setup_ratios(setup, timing)))))
 
     def measure_setups_as(self, deploy: Deployment) -> None:
         """See `Runner.measure_setups_as`: each factor measured from now on is measured as
@@ -460,11 +438,10 @@ class ProcessRunner:
         return worker, self._built_reference(worker, timing)
 
     def _process_ratio(self, default_side: tuple[WorkerProcess, int], setup_side: tuple[WorkerProcess, int],
-                       timing: TimingPolicy, id: str = REFERENCE_ID, blocks: int = 1,
-                       rounds: int | None = None) -> float:
+                       timing: TimingPolicy, id: str = REFERENCE_ID, blocks: int = 1) -> float:
         """The median ratio of the default's time in `default_side`'s process to its time in
-        `setup_side`'s, over `rounds` alternating pairs (None: `blocks` times `_pair_rounds`; the
-        default: the build `id` in both)."""
+        `setup_side`'s, over `blocks` times `_pair_rounds` alternating pairs (the default: the
+        build `id` in both)."""
         def sampler(side: tuple[WorkerProcess, int]) -> Callable[[], float]:
             worker, inner = side
 
@@ -477,7 +454,7 @@ class ProcessRunner:
 
         with holding(self.measure_lock), _timing(self.node, "setup-factor"):
             pairs = paired(sampler(setup_side), sampler(default_side),
-                           replace(timing, samples=rounds or blocks * _pair_rounds(timing)))
+                           replace(timing, samples=blocks * _pair_rounds(timing)))
         return pairs.speedup[0]
 
     def release(self, id: str, candidate: Candidate) -> None:
