@@ -757,6 +757,55 @@ def test_a_candidate_undecided_against_its_bar_is_timed_on_until_settle_s_and_a_
     assert len(paired(speedups(0.92, 1.02, 1.12), reference, plain, bar, clock=clock).samples) == 15
 
 
+def test_a_pair_or_round_the_hypervisor_stole_time_from_is_taken_again_and_not_kept():
+    import itertools
+    import random
+
+    from xtat.runner import protocol as p
+    from xtat.runner.base import DEFAULT_ID
+    from xtat.runner.process import ProcessPlacement
+    from xtat.runner.timing import STEAL_RETAKES, TimingPolicy, interleave, paired, unstolen
+
+    steal = [0]  # a test double of /proc/stat's steal ticks
+
+    def candidate_under(stolen_calls: set[int]) -> Callable[[], float]:
+        """The candidate's samples: 1 ms, and 5 ms on the calls during which the host steals."""
+        calls = itertools.count()
+
+        def sample() -> float:
+            if next(calls) in stolen_calls:
+                steal[0] += 1
+                return 5e-3
+            return 1e-3
+        return sample
+
+    # the third and fourth kept pairs were stolen from (calls 0-1 are the dropped first pair and pair 0)
+    pairs = paired(candidate_under({3, 4}), lambda: 1e-3, TimingPolicy(samples=5, contender_pairs=5),
+                   stolen=lambda: steal[0])
+    assert pairs.samples == (1e-3,) * 5 and pairs.reference == (1e-3,) * 5
+    rounds = interleave({"default": lambda: 1e-3, "config": candidate_under({2})}, 4, warmup=0,
+                        stolen=lambda: steal[0])
+    assert rounds == {"default": [1e-3] * 4, "config": [1e-3] * 4}
+    # stolen from every time: taken STEAL_RETAKES more times, then kept (a figure still comes)
+    takes, rising = itertools.count(), itertools.count()
+    assert unstolen(lambda: next(takes), stolen=lambda: next(rising)) == STEAL_RETAKES
+    assert unstolen(lambda: "taken", stolen=lambda: None) == "taken"  # steal unknown: kept as it is
+
+    class Worker:  # a test double of a worker process: its build's 1 ms, 5 ms while the host steals
+        def __init__(self, stolen_calls: set[int]):
+            self.sample = candidate_under(stolen_calls)
+
+        def request(self, request: p.Request, deadline_s: float) -> p.Reply:
+            return p.Sampled(self.sample())
+
+    # side by side and confirmation: each request after a switch of worker is dropped, so with two
+    # workers every second sample of a worker is the one kept
+    placement = ProcessPlacement([(DEFAULT_ID, Worker(set())), ("config", Worker({3}))], {DEFAULT_ID: 1, "config": 1},
+                                 {}, 30.0, stolen=lambda: steal[0])
+    taken = [placement.sample_pairs(random.Random(seed))["config"] for seed in range(4)]
+    assert taken == [(1e-3, 1e-3)] * 4
+
+
 def test_candidates_race_against_what_the_incumbent_is_surely_worth():
     from xtat.store.records import Trial
     from xtat.tuning.measure import race_incumbent

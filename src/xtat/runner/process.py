@@ -34,8 +34,9 @@ from xtat.core.test_hooks import hook
 from xtat.runner import protocol as p
 from xtat.runner.base import DEFAULT_ID, Deployment, Pairs, WorkerFailure
 from xtat.runner.host_lock import holding
+from xtat.runner.load import stolen_ticks
 from xtat.runner.pool import Pool, WorkerProcess
-from xtat.runner.timing import WARMUP_ROUNDS, Race, TimingPolicy, median_ci, paired, setup_decided
+from xtat.runner.timing import WARMUP_ROUNDS, Race, TimingPolicy, median_ci, paired, setup_decided, unstolen
 from xtat.runner.verify import Budget, Tolerance
 from xtat.runner.worker import DIMS_FILE
 
@@ -604,6 +605,7 @@ class ProcessPlacement:
     failed: dict[str, str]
     deadline_s: float
     measure_lock: Sequence[Path] | None = None
+    stolen: Callable[[], int | None] = stolen_ticks  # the host's steal ticks (`timing.unstolen`)
     _last: WorkerProcess | None = field(default=None, init=False)  # the worker sampled last
 
     def sample_pairs(self, shuffle: random.Random) -> dict[str, tuple[float, float]]:
@@ -621,7 +623,11 @@ class ProcessPlacement:
         pairs = {}
         for id in others:
             first, second = (DEFAULT_ID, id) if shuffle.random() < 0.5 else (id, DEFAULT_ID)
-            seconds = {first: self._sample(first, workers[first]), second: self._sample(second, workers[second])}
+
+            def pair(first: str = first, second: str = second) -> dict[str, float]:
+                return {first: self._sample(first, workers[first]), second: self._sample(second, workers[second])}
+
+            seconds = unstolen(pair, self.stolen)  # a pair the hypervisor stole time from is taken again
             pairs[id] = (seconds[DEFAULT_ID], seconds[id])
         return pairs
 

@@ -7,8 +7,13 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
+
+from xtat.runner.load import stolen_ticks
+
+T = TypeVar("T")
 
 SETTLE_PAIRS_FACTOR = 10  # a settling candidate's pairs: at most this many times `contender_pairs`
 SETUP_PAIRS_FACTOR = 2  # a process setup's pairs of processes: at most this many times `setup_pairs`
@@ -17,6 +22,26 @@ SETUP_SLOWER_MARGIN = 0.05  # a setup slower than the default by this much in ev
 # build pay for page faults and cold caches, and in a placement the build calibrated first has sat
 # idle while the others were calibrated.
 WARMUP_ROUNDS = 2
+# A pair or round of samples during which the hypervisor ran other machines on these cores is
+# taken again, at most this many times (`unstolen`).
+STEAL_RETAKES = 3
+
+
+def unstolen(take: Callable[[], T], stolen: Callable[[], int | None] = stolen_ticks) -> T:
+    """`take()`, one pair or round of samples, taken again while the hypervisor stole CPU time
+    during it (`stolen`: its steal ticks, none where unknown), at most STEAL_RETAKES times.
+
+    Steal slows builds unequally: a many-threaded build waits at each hand-off for a descheduled
+    core, a one-CPU build does not. On a 2-core VM, HMC's default over its one-CPU build read
+    1.34-1.71x per 10 s (every pair) and 1.33-1.51x over the pairs without steal, while a steady
+    one-threaded build moved 7% (`benchmarks/steal.py`): a figure taken across two moments is
+    the host's load at each unless both keep the pairs it did not touch."""
+    for _ in range(STEAL_RETAKES):
+        before = stolen()
+        taken = take()
+        if before is None or stolen() == before:
+            return taken
+    return take()
 
 
 @dataclass(frozen=True)
@@ -93,7 +118,8 @@ class Paired:
 
 
 def paired(candidate: Callable[[], float], reference: Callable[[], float], policy: TimingPolicy,
-           race: Race | None = None, clock: Callable[[], float] = time.perf_counter) -> Paired:
+           race: Race | None = None, clock: Callable[[], float] = time.perf_counter,
+           stolen: Callable[[], int | None] = stolen_ticks) -> Paired:
     """Time `candidate` against `reference` (each a callable returning one sample) in pairs.
 
     The order alternates pair by pair (AB, BA, AB, ...), so neither side is systematically first,
@@ -103,7 +129,7 @@ def paired(candidate: Callable[[], float], reference: Callable[[], float], polic
     so the figures of the configs that may win are the tightest; one whose interval then still
     holds the incumbent is timed on while `policy.settle_s` allows (sequential: the pairs a
     candidate costs grow only where its figure is undecided). With a race, timing stops as soon
-    as it is lost (`Race.lost`)."""
+    as it is lost (`Race.lost`). A pair the hypervisor stole time from is taken again (`unstolen`)."""
     # One pair first, dropped: the side that has been idle (the reference, while a candidate was
     # compiled and verified) runs slow for its first samples.
     candidate(), reference()
@@ -112,13 +138,17 @@ def paired(candidate: Callable[[], float], reference: Callable[[], float], polic
     theirs: list[float] = []
     most = max(policy.samples, policy.contender_pairs)
     bar = race.incumbent if race is not None else float("inf")
+    def candidate_first() -> tuple[float, float]:
+        return candidate(), reference()
+
+    def reference_first() -> tuple[float, float]:
+        theirs = reference()
+        return candidate(), theirs
+
     while True:
-        if len(mine) % 2 == 0:
-            mine.append(candidate())
-            theirs.append(reference())
-        else:
-            theirs.append(reference())
-            mine.append(candidate())
+        mine_s, theirs_s = unstolen(reference_first if len(mine) % 2 else candidate_first, stolen)
+        mine.append(mine_s)
+        theirs.append(theirs_s)
         if race is not None and race.lost([r / c for r, c in zip(theirs, mine, strict=True)]):
             return Paired(tuple(mine), tuple(theirs), raced=True)
         if len(mine) < policy.samples:
@@ -156,18 +186,23 @@ def sample(call: Callable[[], None], inner: int) -> float:
 
 
 def interleave(samplers: dict[str, Callable[[], float]], rounds: int, *, warmup: int = WARMUP_ROUNDS,
-               seed: int = 0) -> dict[str, list[float]]:
+               seed: int = 0, stolen: Callable[[], int | None] = stolen_ticks) -> dict[str, list[float]]:
     """One sample of each sampler per round, in a fresh random order every round, so that drift
-    and load fall on all of them alike; `warmup` rounds are taken and dropped. A sampler may
-    time a call here or ask another process for a sample."""
+    and load fall on all of them alike; `warmup` rounds are taken and dropped, and a round the
+    hypervisor stole time from is taken again (`unstolen`). A sampler may time a call here or
+    ask another process for a sample."""
     import random
 
     samples: dict[str, list[float]] = {label: [] for label in samplers}
     order, rng = list(samplers), random.Random(seed)
+
+    def one_round() -> dict[str, float]:
+        return {label: samplers[label]() for label in order}
+
     for _ in range(rounds + warmup):
         rng.shuffle(order)
-        for label in order:
-            samples[label].append(samplers[label]())
+        for label, seconds in unstolen(one_round, stolen).items():
+            samples[label].append(seconds)
     return {label: times[warmup:] for label, times in samples.items()}
 
 
