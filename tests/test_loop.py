@@ -766,7 +766,7 @@ def test_a_pair_or_round_the_hypervisor_stole_time_from_is_taken_again_and_not_k
     from xtat.runner.process import ProcessPlacement
     from xtat.runner.timing import STEAL_RETAKES, TimingPolicy, interleave, paired, unstolen
 
-    steal = [0]  # a test double of /proc/stat's steal ticks
+    steal = [0.0]  # a test double of /proc/stat's steal, in seconds
 
     def candidate_under(stolen_calls: set[int]) -> Callable[[], float]:
         """The candidate's samples: 1 ms, and 5 ms on the calls during which the host steals."""
@@ -774,7 +774,7 @@ def test_a_pair_or_round_the_hypervisor_stole_time_from_is_taken_again_and_not_k
 
         def sample() -> float:
             if next(calls) in stolen_calls:
-                steal[0] += 1
+                steal[0] += 0.01  # one tick
                 return 5e-3
             return 1e-3
         return sample
@@ -788,7 +788,7 @@ def test_a_pair_or_round_the_hypervisor_stole_time_from_is_taken_again_and_not_k
     assert rounds == {"default": [1e-3] * 4, "config": [1e-3] * 4}
     # stolen from every time: taken STEAL_RETAKES more times, then kept (a figure still comes)
     takes, rising = itertools.count(), itertools.count()
-    assert unstolen(lambda: next(takes), stolen=lambda: next(rising)) == STEAL_RETAKES
+    assert unstolen(lambda: next(takes), stolen=lambda: float(next(rising))) == STEAL_RETAKES
     assert unstolen(lambda: "taken", stolen=lambda: None) == "taken"  # steal unknown: kept as it is
 
     class Worker:  # a test double of a worker process: its build's 1 ms, 5 ms while the host steals

@@ -58,12 +58,12 @@ def cpu_ticks(cpu_line: str) -> tuple[int, int]:
     return user + nice + system + irq + softirq, steal
 
 
-def stolen_ticks() -> int | None:
-    """Ticks the hypervisor has run other machines on this machine's cores since boot (steal, the
-    first line of /proc/stat: every CPU), or None where unknown."""
+def stolen_s() -> float | None:
+    """CPU seconds the hypervisor has run other machines on this machine's cores since boot (steal,
+    the first line of /proc/stat: every CPU), or None where unknown."""
     try:
         with open("/proc/stat") as stat:
-            return cpu_ticks(stat.readline())[1]
+            return cpu_ticks(stat.readline())[1] / _TICKS
     except (OSError, ValueError):
         return None
 

@@ -34,7 +34,7 @@ from xtat.core.test_hooks import hook
 from xtat.runner import protocol as p
 from xtat.runner.base import DEFAULT_ID, Deployment, Pairs, WorkerFailure
 from xtat.runner.host_lock import holding
-from xtat.runner.load import stolen_ticks
+from xtat.runner.load import stolen_s
 from xtat.runner.pool import Pool, WorkerProcess
 from xtat.runner.timing import WARMUP_ROUNDS, Race, TimingPolicy, median_ci, paired, setup_decided, unstolen
 from xtat.runner.verify import Budget, Tolerance
@@ -605,7 +605,7 @@ class ProcessPlacement:
     failed: dict[str, str]
     deadline_s: float
     measure_lock: Sequence[Path] | None = None
-    stolen: Callable[[], int | None] = stolen_ticks  # the host's steal ticks (`timing.unstolen`)
+    stolen: Callable[[], float | None] = stolen_s  # the host's steal so far (`timing.unstolen`)
     _last: WorkerProcess | None = field(default=None, init=False)  # the worker sampled last
 
     def sample_pairs(self, shuffle: random.Random) -> dict[str, tuple[float, float]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from xtat.runner.load import stolen_ticks
+from xtat.runner.load import stolen_s
 
 T = TypeVar("T")
 
@@ -22,24 +23,35 @@ SETUP_SLOWER_MARGIN = 0.05  # a setup slower than the default by this much in ev
 # build pay for page faults and cold caches, and in a placement the build calibrated first has sat
 # idle while the others were calibrated.
 WARMUP_ROUNDS = 2
-# A pair or round of samples during which the hypervisor ran other machines on these cores is
-# taken again, at most this many times (`unstolen`).
+# A pair or round of samples during which the hypervisor ran other machines on these cores for at
+# least this share of their time is taken again, at most STEAL_RETAKES times (`unstolen`). One
+# tick of steal (10 ms) is 12% of a 40 ms pair on 2 cores; a round of seconds is retaken only
+# in the host's busiest stretches, which are what moves a figure.
+STEAL_SHARE = 0.05
 STEAL_RETAKES = 3
 
 
-def unstolen(take: Callable[[], T], stolen: Callable[[], int | None] = stolen_ticks) -> T:
+def stole(stolen_s: float, wall_s: float, cores: int | None = None) -> bool:
+    """Whether `stolen_s` of steal over `wall_s` on `cores` (this machine's) is STEAL_SHARE or more."""
+    return stolen_s >= STEAL_SHARE * max(wall_s, 1e-9) * (cores or os.cpu_count() or 1)
+
+
+def unstolen(take: Callable[[], T], stolen: Callable[[], float | None] = stolen_s) -> T:
     """`take()`, one pair or round of samples, taken again while the hypervisor stole CPU time
-    during it (`stolen`: its steal ticks, none where unknown), at most STEAL_RETAKES times.
+    during it (`stolen`: its steal so far, in seconds, None where unknown; `stole`), at most
+    STEAL_RETAKES times; then kept as it is.
 
     Steal slows builds unequally: a many-threaded build waits at each hand-off for a descheduled
-    core, a one-CPU build does not. On a 2-core VM, HMC's default over its one-CPU build read
-    1.34-1.71x per 10 s (every pair) and 1.33-1.51x over the pairs without steal, while a steady
-    one-threaded build moved 7% (`benchmarks/steal.py`): a figure taken across two moments is
-    the host's load at each unless both keep the pairs it did not touch."""
+    core, a one-CPU build does not. On this 2-core VM, HMC's default over its one-CPU build read
+    1.34-1.71x per 10 s over every pair and 1.33-1.51x over the pairs without steal, while a
+    one-threaded build moved by 7% (`benchmarks/steal_pairs.py`, docs/search.md): a figure taken
+    at one moment and checked at another read the host's load at each unless both keep only the
+    pairs it did not touch."""
     for _ in range(STEAL_RETAKES):
-        before = stolen()
+        before, started = stolen(), time.monotonic()
         taken = take()
-        if before is None or stolen() == before:
+        after = stolen()
+        if before is None or after is None or not stole(after - before, time.monotonic() - started):
             return taken
     return take()
 
@@ -119,7 +131,7 @@ class Paired:
 
 def paired(candidate: Callable[[], float], reference: Callable[[], float], policy: TimingPolicy,
            race: Race | None = None, clock: Callable[[], float] = time.perf_counter,
-           stolen: Callable[[], int | None] = stolen_ticks) -> Paired:
+           stolen: Callable[[], float | None] = stolen_s) -> Paired:
     """Time `candidate` against `reference` (each a callable returning one sample) in pairs.
 
     The order alternates pair by pair (AB, BA, AB, ...), so neither side is systematically first,
@@ -186,7 +198,7 @@ def sample(call: Callable[[], None], inner: int) -> float:
 
 
 def interleave(samplers: dict[str, Callable[[], float]], rounds: int, *, warmup: int = WARMUP_ROUNDS,
-               seed: int = 0, stolen: Callable[[], int | None] = stolen_ticks) -> dict[str, list[float]]:
+               seed: int = 0, stolen: Callable[[], float | None] = stolen_s) -> dict[str, list[float]]:
     """One sample of each sampler per round, in a fresh random order every round, so that drift
     and load fall on all of them alike; `warmup` rounds are taken and dropped, and a round the
     hypervisor stole time from is taken again (`unstolen`). A sampler may time a call here or
