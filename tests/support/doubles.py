@@ -121,7 +121,7 @@ class FakeRunner:
         # Paired with the default, as `ProcessRunner` times a candidate.
         lift = self.misread(candidate)
         pairs = paired(lambda: self._samples(candidate, 1)[0] / lift, lambda: self._samples(Candidate(), 1)[0],
-                       timing, race, stolen=lambda: None)  # its samples are made up: the host's steal is not theirs
+                       timing, race)
         median, low, high = median_ci(list(pairs.samples), seed=timing.seed)
         return Timed(pairs.samples, 1, median, (low, high), sum(pairs.samples) + sum(pairs.reference), pairs.raced,
                      Check(True, 0.0, 0.0), pairs.reference)

@@ -455,7 +455,7 @@ class ProcessRunner:
 
         with holding(self.measure_lock), _timing(self.node, "setup-factor"):
             pairs = paired(sampler(setup_side), sampler(default_side),
-                           replace(timing, samples=blocks * _pair_rounds(timing)))
+                           replace(timing, samples=blocks * _pair_rounds(timing)), stolen=stolen_s)
         return pairs.speedup[0]
 
     def release(self, id: str, candidate: Candidate) -> None:
@@ -627,7 +627,9 @@ class ProcessPlacement:
             def pair(first: str = first, second: str = second) -> dict[str, float]:
                 return {first: self._sample(first, workers[first]), second: self._sample(second, workers[second])}
 
-            seconds = unstolen(pair, self.stolen)  # a pair the hypervisor stole time from is taken again
+            # Across processes of different setups, a pair the hypervisor stole time from is taken again.
+            differ = workers[first].setup.runtime != workers[second].setup.runtime
+            seconds = unstolen(pair, self.stolen if differ else None)
             pairs[id] = (seconds[DEFAULT_ID], seconds[id])
         return pairs
 

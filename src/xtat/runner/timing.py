@@ -36,17 +36,24 @@ def stole(stolen_s: float, wall_s: float, cores: int | None = None) -> bool:
     return stolen_s >= STEAL_SHARE * max(wall_s, 1e-9) * (cores or os.cpu_count() or 1)
 
 
-def unstolen(take: Callable[[], T], stolen: Callable[[], float | None] = stolen_s) -> T:
+def unstolen(take: Callable[[], T], stolen: Callable[[], float | None] | None = stolen_s) -> T:
     """`take()`, one pair or round of samples, taken again while the hypervisor stole CPU time
     during it (`stolen`: its steal so far, in seconds, None where unknown; `stole`), at most
-    STEAL_RETAKES times; then kept as it is.
+    STEAL_RETAKES times; then kept as it is. Without `stolen`, taken once.
+
+    Only where the two sides run in processes of different setups (one CPU beside every CPU):
+    builds of one kind of process lose alike to steal, and pairing cancels it. Retaking every
+    pair (4d9ba16) cost trials: debug_print's standard run tried 50 configs against 75 at
+    803fe71, NumPyro's 22 against 38 (docs/search.md).
 
     Steal slows builds unequally: a many-threaded build waits at each hand-off for a descheduled
     core, a one-CPU build does not. On this 2-core VM, HMC's default over its one-CPU build read
-    1.34-1.71x per 10 s over every pair and 1.33-1.51x over the pairs without steal, while a
-    one-threaded build moved by 7% (`benchmarks/steal_pairs.py`, docs/search.md): a figure taken
-    at one moment and checked at another read the host's load at each unless both keep only the
-    pairs it did not touch."""
+    1.64-2.73x per 10 s over every pair, the most where the host stole 3.3 s of 20, and 1.58-1.89x
+    over the pairs kept; two one-CPU processes read 0.99-1.03x (`benchmarks/steal_pairs.py`,
+    docs/search.md). A figure taken at one moment and checked at another reads the host's load at
+    each unless both keep only the pairs it did not touch; what steal does not explain still moves."""
+    if stolen is None:
+        return take()
     for _ in range(STEAL_RETAKES):
         before, started = stolen(), time.monotonic()
         taken = take()
@@ -131,7 +138,7 @@ class Paired:
 
 def paired(candidate: Callable[[], float], reference: Callable[[], float], policy: TimingPolicy,
            race: Race | None = None, clock: Callable[[], float] = time.perf_counter,
-           stolen: Callable[[], float | None] = stolen_s) -> Paired:
+           stolen: Callable[[], float | None] | None = None) -> Paired:
     """Time `candidate` against `reference` (each a callable returning one sample) in pairs.
 
     The order alternates pair by pair (AB, BA, AB, ...), so neither side is systematically first,
@@ -141,7 +148,8 @@ def paired(candidate: Callable[[], float], reference: Callable[[], float], polic
     so the figures of the configs that may win are the tightest; one whose interval then still
     holds the incumbent is timed on while `policy.settle_s` allows (sequential: the pairs a
     candidate costs grow only where its figure is undecided). With a race, timing stops as soon
-    as it is lost (`Race.lost`). A pair the hypervisor stole time from is taken again (`unstolen`)."""
+    as it is lost (`Race.lost`). With `stolen` (the sides in processes of different setups), a
+    pair the hypervisor stole time from is taken again (`unstolen`)."""
     # One pair first, dropped: the side that has been idle (the reference, while a candidate was
     # compiled and verified) runs slow for its first samples.
     candidate(), reference()
