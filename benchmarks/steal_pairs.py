@@ -1,13 +1,17 @@
-"""How the hypervisor's steal moves a runtime setup's figure, and what `runner.timing.unstolen`
-keeps of it.
+"""How the hypervisor's steal moves a runtime setup's figure on a shared VM.
 
 Two processes hold the target's default build, jitted: one with every CPU, one pinned to the
 first CPU (`--sides` names others). They are sampled in alternating pairs for `--seconds`, each
-sample a calibrated batch of calls (`runner.timing.calibrate`), with /proc/stat's steal ticks read
+sample a calibrated batch of calls (`runner.timing.calibrate`), with /proc/stat's steal read
 around each pair. Per `--window` seconds it prints the steal, the median ratio (the first side's
-time over the second's) over every pair, and over the pairs the host did not steal from (`stole`):
-the ones `unstolen` keeps. At the end: the spread of both kinds of window medians. `--sides 0 1` pins both
-to one CPU each: how much steal moves a one-threaded build.
+time over the second's) over every pair, and over the pairs the host stole less than
+`STEAL_SHARE` of the cores' time from (`stole`: one tick, 10 ms, is 12% of a 40 ms pair on 2
+cores). At the end: the spread of both kinds of window medians. `--sides 0 1` pins both to one
+CPU each: how much steal moves a one-threaded build.
+
+The tuner retook such pairs at 4d9ba16 and f2761ae; it did not bring a setup's search figure
+nearer its side-by-side one, and was reverted (docs/search.md). This shows why it was tried and
+what it could not remove.
 
     .venv/bin/python benchmarks/steal_pairs.py TARGET [--seconds 150] [--window 10] [--sides all 0] [--json OUT.json]
 
@@ -24,6 +28,25 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+STEAL_SHARE = 0.05
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def stolen_s() -> float | None:
+    """CPU seconds of steal on every CPU since boot (/proc/stat's first line), or None where unknown."""
+    from xtat.runner.load import cpu_ticks
+
+    try:
+        with open("/proc/stat") as stat:
+            return cpu_ticks(stat.readline())[1] / TICKS
+    except OSError:
+        return None
+
+
+def stole(steal_s: float, wall_s: float) -> bool:
+    """Whether `steal_s` over `wall_s` is STEAL_SHARE or more of this machine's cores' time."""
+    return steal_s >= STEAL_SHARE * max(wall_s, 1e-9) * (os.cpu_count() or 1)
 
 
 def child(side: str, target: str) -> None:
@@ -59,9 +82,6 @@ def main() -> None:
                         help='each "all" or a comma list of CPUs to pin to (default: all 0)')
     parser.add_argument("--json", default=None)
     options = parser.parse_args()
-    from xtat.runner.load import stolen_s
-    from xtat.runner.timing import stole
-
     if stolen_s() is None:
         raise SystemExit("no /proc/stat here: steal cannot be read")
     sides = [subprocess.Popen([sys.executable, __file__, "--child", side, options.target], stdin=subprocess.PIPE,

@@ -757,65 +757,6 @@ def test_a_candidate_undecided_against_its_bar_is_timed_on_until_settle_s_and_a_
     assert len(paired(speedups(0.92, 1.02, 1.12), reference, plain, bar, clock=clock).samples) == 15
 
 
-def test_a_pair_or_round_the_hypervisor_stole_time_from_is_taken_again_and_not_kept():
-    import itertools
-    import random
-
-    from xtat.core.candidate import ProcessSetup
-    from xtat.runner import protocol as p
-    from xtat.runner.base import DEFAULT_ID
-    from xtat.runner.process import ProcessPlacement
-    from xtat.runner.timing import STEAL_RETAKES, TimingPolicy, interleave, paired, stole, unstolen
-
-    steal = [0.0]  # a test double of /proc/stat's steal, in seconds
-
-    def candidate_under(stolen_calls: set[int]) -> Callable[[], float]:
-        """The candidate's samples: 1 ms, and 5 ms on the calls during which the host steals."""
-        calls = itertools.count()
-
-        def sample() -> float:
-            if next(calls) in stolen_calls:
-                steal[0] += 0.01  # one tick
-                return 5e-3
-            return 1e-3
-        return sample
-
-    # the third and fourth kept pairs were stolen from (calls 0-1 are the dropped first pair and pair 0)
-    pairs = paired(candidate_under({3, 4}), lambda: 1e-3, TimingPolicy(samples=5, contender_pairs=5),
-                   stolen=lambda: steal[0])
-    assert pairs.samples == (1e-3,) * 5 and pairs.reference == (1e-3,) * 5
-    rounds = interleave({"default": lambda: 1e-3, "config": candidate_under({2})}, 4, warmup=0,
-                        stolen=lambda: steal[0])
-    assert rounds == {"default": [1e-3] * 4, "config": [1e-3] * 4}
-    # the search's pairs in one worker are kept as taken: no `stolen`
-    assert 5e-3 in paired(candidate_under({1}), lambda: 1e-3, TimingPolicy(samples=5, contender_pairs=5)).samples
-    # stolen from every time: taken STEAL_RETAKES more times, then kept (a figure still comes)
-    takes, rising = itertools.count(), itertools.count()
-    assert unstolen(lambda: next(takes), stolen=lambda: float(next(rising))) == STEAL_RETAKES
-    assert unstolen(lambda: "taken", stolen=lambda: None) == "taken"  # steal unknown: kept as it is
-    # one tick (10 ms) of steal over a 40 ms pair on 2 cores is stolen from; over a round of 5 s it is not
-    assert stole(0.01, 0.04, cores=2) and not stole(0.01, 5.0, cores=2) and not stole(0.0, 0.04, cores=2)
-
-    class Worker:  # a test double of a worker process: its build's 1 ms, 5 ms while the host steals
-        def __init__(self, stolen_calls: set[int], setup: ProcessSetup = ProcessSetup()):
-            self.sample, self.setup = candidate_under(stolen_calls), setup
-
-        def request(self, request: p.Request, deadline_s: float) -> p.Reply:
-            return p.Sampled(self.sample())
-
-    # side by side and confirmation: each request after a switch of worker is dropped, so with two
-    # workers every second sample of a worker is the one kept
-    def placed(config: Worker) -> ProcessPlacement:
-        return ProcessPlacement([(DEFAULT_ID, Worker(set())), ("config", config)], {DEFAULT_ID: 1, "config": 1},
-                                {}, 30.0, stolen=lambda: steal[0])
-
-    one_cpu = placed(Worker({3}, ProcessSetup(cpus=1)))
-    assert [one_cpu.sample_pairs(random.Random(seed))["config"] for seed in range(4)] == [(1e-3, 1e-3)] * 4
-    # processes of one setup lose alike to steal: their pairs are kept as taken, at no cost
-    alike = placed(Worker({3}))
-    assert sorted(alike.sample_pairs(random.Random(seed))["config"][1] for seed in range(4)) == [1e-3] * 3 + [5e-3]
-
-
 def test_candidates_race_against_what_the_incumbent_is_surely_worth():
     from xtat.store.records import Trial
     from xtat.tuning.measure import race_incumbent
@@ -855,24 +796,19 @@ def test_a_runtime_setup_is_timed_beside_the_default_in_its_own_worker_scaled_by
                            lambda program, layout: b"", 60.0, 10.0, 20.0)
     timing = TimingPolicy(min_sample_s=0.003, samples=7, contender_pairs=7, setup_pairs=2)
     pinned = Candidate(process=ProcessSetup(cpus=1))
-    steal_reads = []  # a test double of /proc/stat's steal: none, each read counted
-    monkeypatch.setattr("xtat.runner.process.stolen_s", lambda: steal_reads.append(1) or 0.0)
     try:
         runner.start()
         assert isinstance(runner.build("a", pinned), Compiled)
         first = runner.measure("a", pinned, Tolerance(), timing)
         assert isinstance(first, Timed), first
-        assert steal_reads  # the factor's pairs, one CPU beside every CPU, watch the host's steal
         assert len(list(tmp_path.glob("setup-pair-*.log"))) == 2  # a fresh pair beside the run's own
         assert len(runner.pids()) == 2  # the fresh pairs are closed: the default's worker and the pinned one
         factor = runner.setup_factor(pinned.process, timing)  # measured once: no process is started for it
         assert len(list(tmp_path.glob("setup-pair-*.log"))) == 2 and 0.2 < factor < 5
         monkeypatch.setattr(runner, "setup_factor", lambda setup, timing: 1000 * factor)
         runner.pool.discard(ProcessSetup())  # the default's worker: the pinned candidate needs none
-        reads = len(steal_reads)
         second = runner.measure("a", pinned, Tolerance(), timing)
         assert isinstance(second, Timed), second
-        assert len(steal_reads) == reads  # the candidate and the default in one worker: pairs kept as taken
         assert len(runner.pids()) == 1  # its reference was in its own worker
         ratio = speedup_ci(list(second.reference), list(second.samples))[0] / \
             speedup_ci(list(first.reference), list(first.samples))[0]

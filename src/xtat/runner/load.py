@@ -58,16 +58,6 @@ def cpu_ticks(cpu_line: str) -> tuple[int, int]:
     return user + nice + system + irq + softirq, steal
 
 
-def stolen_s() -> float | None:
-    """CPU seconds the hypervisor has run other machines on this machine's cores since boot (steal,
-    the first line of /proc/stat: every CPU), or None where unknown."""
-    try:
-        with open("/proc/stat") as stat:
-            return cpu_ticks(stat.readline())[1] / _TICKS
-    except (OSError, ValueError):
-        return None
-
-
 def _stat(pid: int | str) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name (field 3, state, first), or None once it is gone."""
     try:

@@ -53,7 +53,6 @@ class WorkerProcess:
     """One `python -m xtat.runner.worker` in its own process group."""
 
     def __init__(self, setup: ProcessSetup, log_path: Path, device: str | None = None):
-        self.setup = setup
         self.log_path = log_path
         self._log = open(log_path, "ab")
         base = os.environ.copy()

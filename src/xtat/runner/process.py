@@ -34,9 +34,8 @@ from xtat.core.test_hooks import hook
 from xtat.runner import protocol as p
 from xtat.runner.base import DEFAULT_ID, Deployment, Pairs, WorkerFailure
 from xtat.runner.host_lock import holding
-from xtat.runner.load import stolen_s
 from xtat.runner.pool import Pool, WorkerProcess
-from xtat.runner.timing import WARMUP_ROUNDS, Race, TimingPolicy, median_ci, paired, setup_decided, unstolen
+from xtat.runner.timing import WARMUP_ROUNDS, Race, TimingPolicy, median_ci, paired, setup_decided
 from xtat.runner.verify import Budget, Tolerance
 from xtat.runner.worker import DIMS_FILE
 
@@ -455,7 +454,7 @@ class ProcessRunner:
 
         with holding(self.measure_lock), _timing(self.node, "setup-factor"):
             pairs = paired(sampler(setup_side), sampler(default_side),
-                           replace(timing, samples=blocks * _pair_rounds(timing)), stolen=stolen_s)
+                           replace(timing, samples=blocks * _pair_rounds(timing)))
         return pairs.speedup[0]
 
     def release(self, id: str, candidate: Candidate) -> None:
@@ -605,7 +604,6 @@ class ProcessPlacement:
     failed: dict[str, str]
     deadline_s: float
     measure_lock: Sequence[Path] | None = None
-    stolen: Callable[[], float | None] = stolen_s  # the host's steal so far (`timing.unstolen`)
     _last: WorkerProcess | None = field(default=None, init=False)  # the worker sampled last
 
     def sample_pairs(self, shuffle: random.Random) -> dict[str, tuple[float, float]]:
@@ -623,13 +621,7 @@ class ProcessPlacement:
         pairs = {}
         for id in others:
             first, second = (DEFAULT_ID, id) if shuffle.random() < 0.5 else (id, DEFAULT_ID)
-
-            def pair(first: str = first, second: str = second) -> dict[str, float]:
-                return {first: self._sample(first, workers[first]), second: self._sample(second, workers[second])}
-
-            # Across processes of different setups, a pair the hypervisor stole time from is taken again.
-            differ = workers[first].setup.runtime != workers[second].setup.runtime
-            seconds = unstolen(pair, self.stolen if differ else None)
+            seconds = {first: self._sample(first, workers[first]), second: self._sample(second, workers[second])}
             pairs[id] = (seconds[DEFAULT_ID], seconds[id])
         return pairs
 

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
-
-from xtat.runner.load import stolen_s
-
-T = TypeVar("T")
 
 SETTLE_PAIRS_FACTOR = 10  # a settling candidate's pairs: at most this many times `contender_pairs`
 SETUP_PAIRS_FACTOR = 2  # a process setup's pairs of processes: at most this many times `setup_pairs`
@@ -23,44 +17,6 @@ SETUP_SLOWER_MARGIN = 0.05  # a setup slower than the default by this much in ev
 # build pay for page faults and cold caches, and in a placement the build calibrated first has sat
 # idle while the others were calibrated.
 WARMUP_ROUNDS = 2
-# A pair or round of samples during which the hypervisor ran other machines on these cores for at
-# least this share of their time is taken again, at most STEAL_RETAKES times (`unstolen`). One
-# tick of steal (10 ms) is 12% of a 40 ms pair on 2 cores; a round of seconds is retaken only
-# in the host's busiest stretches, which are what moves a figure.
-STEAL_SHARE = 0.05
-STEAL_RETAKES = 3
-
-
-def stole(stolen_s: float, wall_s: float, cores: int | None = None) -> bool:
-    """Whether `stolen_s` of steal over `wall_s` on `cores` (this machine's) is STEAL_SHARE or more."""
-    return stolen_s >= STEAL_SHARE * max(wall_s, 1e-9) * (cores or os.cpu_count() or 1)
-
-
-def unstolen(take: Callable[[], T], stolen: Callable[[], float | None] | None = stolen_s) -> T:
-    """`take()`, one pair or round of samples, taken again while the hypervisor stole CPU time
-    during it (`stolen`: its steal so far, in seconds, None where unknown; `stole`), at most
-    STEAL_RETAKES times; then kept as it is. Without `stolen`, taken once.
-
-    Only where the two sides run in processes of different setups (one CPU beside every CPU):
-    builds of one kind of process lose alike to steal, and pairing cancels it. Retaking every
-    pair (4d9ba16) cost trials: debug_print's standard run tried 50 configs against 75 at
-    803fe71, NumPyro's 22 against 38 (docs/search.md).
-
-    Steal slows builds unequally: a many-threaded build waits at each hand-off for a descheduled
-    core, a one-CPU build does not. On this 2-core VM, HMC's default over its one-CPU build read
-    1.64-2.73x per 10 s over every pair, the most where the host stole 3.3 s of 20, and 1.58-1.89x
-    over the pairs kept; two one-CPU processes read 0.99-1.03x (`benchmarks/steal_pairs.py`,
-    docs/search.md). A figure taken at one moment and checked at another reads the host's load at
-    each unless both keep only the pairs it did not touch; what steal does not explain still moves."""
-    if stolen is None:
-        return take()
-    for _ in range(STEAL_RETAKES):
-        before, started = stolen(), time.monotonic()
-        taken = take()
-        after = stolen()
-        if before is None or after is None or not stole(after - before, time.monotonic() - started):
-            return taken
-    return take()
 
 
 @dataclass(frozen=True)
@@ -137,8 +93,7 @@ class Paired:
 
 
 def paired(candidate: Callable[[], float], reference: Callable[[], float], policy: TimingPolicy,
-           race: Race | None = None, clock: Callable[[], float] = time.perf_counter,
-           stolen: Callable[[], float | None] | None = None) -> Paired:
+           race: Race | None = None, clock: Callable[[], float] = time.perf_counter) -> Paired:
     """Time `candidate` against `reference` (each a callable returning one sample) in pairs.
 
     The order alternates pair by pair (AB, BA, AB, ...), so neither side is systematically first,
@@ -148,8 +103,7 @@ def paired(candidate: Callable[[], float], reference: Callable[[], float], polic
     so the figures of the configs that may win are the tightest; one whose interval then still
     holds the incumbent is timed on while `policy.settle_s` allows (sequential: the pairs a
     candidate costs grow only where its figure is undecided). With a race, timing stops as soon
-    as it is lost (`Race.lost`). With `stolen` (the sides in processes of different setups), a
-    pair the hypervisor stole time from is taken again (`unstolen`)."""
+    as it is lost (`Race.lost`)."""
     # One pair first, dropped: the side that has been idle (the reference, while a candidate was
     # compiled and verified) runs slow for its first samples.
     candidate(), reference()
@@ -158,17 +112,13 @@ def paired(candidate: Callable[[], float], reference: Callable[[], float], polic
     theirs: list[float] = []
     most = max(policy.samples, policy.contender_pairs)
     bar = race.incumbent if race is not None else float("inf")
-    def candidate_first() -> tuple[float, float]:
-        return candidate(), reference()
-
-    def reference_first() -> tuple[float, float]:
-        theirs = reference()
-        return candidate(), theirs
-
     while True:
-        mine_s, theirs_s = unstolen(reference_first if len(mine) % 2 else candidate_first, stolen)
-        mine.append(mine_s)
-        theirs.append(theirs_s)
+        if len(mine) % 2 == 0:
+            mine.append(candidate())
+            theirs.append(reference())
+        else:
+            theirs.append(reference())
+            mine.append(candidate())
         if race is not None and race.lost([r / c for r, c in zip(theirs, mine, strict=True)]):
             return Paired(tuple(mine), tuple(theirs), raced=True)
         if len(mine) < policy.samples:
@@ -206,23 +156,18 @@ def sample(call: Callable[[], None], inner: int) -> float:
 
 
 def interleave(samplers: dict[str, Callable[[], float]], rounds: int, *, warmup: int = WARMUP_ROUNDS,
-               seed: int = 0, stolen: Callable[[], float | None] = stolen_s) -> dict[str, list[float]]:
+               seed: int = 0) -> dict[str, list[float]]:
     """One sample of each sampler per round, in a fresh random order every round, so that drift
-    and load fall on all of them alike; `warmup` rounds are taken and dropped, and a round the
-    hypervisor stole time from is taken again (`unstolen`). A sampler may time a call here or
-    ask another process for a sample."""
+    and load fall on all of them alike; `warmup` rounds are taken and dropped. A sampler may
+    time a call here or ask another process for a sample."""
     import random
 
     samples: dict[str, list[float]] = {label: [] for label in samplers}
     order, rng = list(samplers), random.Random(seed)
-
-    def one_round() -> dict[str, float]:
-        return {label: samplers[label]() for label in order}
-
     for _ in range(rounds + warmup):
         rng.shuffle(order)
-        for label, seconds in unstolen(one_round, stolen).items():
-            samples[label].append(seconds)
+        for label in order:
+            samples[label].append(samplers[label]())
     return {label: times[warmup:] for label, times in samples.items()}
 
 
