@@ -9,9 +9,9 @@ time over the second's) over every pair, and over the pairs the host stole less 
 cores). At the end: the spread of both kinds of window medians. `--sides 0 1` pins both to one
 CPU each: how much steal moves a one-threaded build.
 
-The tuner retook such pairs at 4d9ba16 and f2761ae; it did not bring a setup's search figure
-nearer its side-by-side one, and was reverted (docs/search.md). This shows why it was tried and
-what it could not remove.
+The tuner retook such pairs at 4d9ba16 and f2761ae. Setup finalists' search figures came a little
+nearer their side-by-side ones, but most still missed, and it cost trials and confirmations, so
+it was reverted (docs/search.md). This shows why it was tried and what it could not remove.
 
     .venv/bin/python benchmarks/steal_pairs.py TARGET [--seconds 150] [--window 10] [--sides all 0] [--json OUT.json]
 
