@@ -639,6 +639,26 @@ def test_a_whole_call_limit_ends_the_search_early_and_cuts_a_confirmation_that_h
     assert wall < limit + 21 * 0.1 + 2.0  # past the limit by at most a look
 
 
+def test_an_inconclusive_confirmation_says_whether_its_interval_straddles_the_margin_or_awaits_looks():
+    """A setup's confirmation cut by the run's limit before its fresh pairs were all looked at can
+    hold an interval past the margin; its message must not say the interval straddles it."""
+    from xtat.tuning.adoption import AdoptionOutcome, judge
+    from xtat.tuning.confirmation import Confirmation, Verdict
+    from xtat.tuning.settings import TuneSettings
+
+    def inconclusive(low: float, high: float) -> Confirmation:
+        return Confirmation(Verdict.INCONCLUSIVE, 1.189, (low, high), 1e-3, (1e-3, 1e-3), 8e-4, (8e-4, 8e-4),
+                            42, 2, 0.99, None, False, cut_by_run_limit=True)
+
+    settings = TuneSettings()
+    outcome, above = judge(inconclusive(1.079, 1.430), settings)
+    assert outcome is AdoptionOutcome.INCONCLUSIVE
+    assert "straddles" not in above and "lies above 1.02" in above and "the 2 taken" in above, above
+    assert "time limit" in above
+    _, straddling = judge(inconclusive(0.990, 1.430), settings)
+    assert "the interval straddles 1.02" in straddling, straddling
+
+
 def test_a_rival_or_head_to_head_confirmation_starts_only_with_room_for_two_looks_before_the_limit():
     """`room_for`: another confirmation starts only while the run's limit leaves two looks of the
     leader's length (one look rarely decides, and one cut short adopts nothing); always without a limit."""

@@ -431,6 +431,12 @@ def judge(confirmed: Confirmation, settings: TuneSettings, as_called: bool = Fal
         return AdoptionOutcome.SLOWER, f"no significant improvement: {figure} {where}: the default stays"
     settle = ("the run's time limit ended it; an explicit --time or --budget lifts that limit"
               if confirmed.cut_by_run_limit else "a longer --confirm-time may settle it")
+    threshold = 1 + settings.tie_margin
+    # A confirmation with a process setup withholds its verdict until it has looked in as many fresh
+    # pairs of processes as the setup's factor took: its interval may lie past the margin already.
+    unsettled = (f"the interval lies above {threshold:g}, but a process setup's verdict needs more looks in "
+                 f"fresh processes than the {confirmed.looks} taken" if confirmed.speedup_ci[0] > threshold
+                 else f"the interval straddles {threshold:g}")
     return AdoptionOutcome.INCONCLUSIVE, (
-        f"no significant improvement: confirmation inconclusive, {figure} {where} (the interval straddles "
-        f"{1 + settings.tie_margin:g}; {settle}): the default stays")
+        f"no significant improvement: confirmation inconclusive, {figure} {where} ({unsettled}; {settle}): "
+        "the default stays")
