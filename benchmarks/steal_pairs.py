@@ -30,18 +30,14 @@ import time
 from pathlib import Path
 
 STEAL_SHARE = 0.05
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def stolen_s() -> float | None:
-    """CPU seconds of steal on every CPU since boot (/proc/stat's first line), or None where unknown."""
-    from xtat.runner.load import cpu_ticks
+    """CPU seconds of steal on every CPU since boot, as the load gate reads them, or None where unknown."""
+    from xtat.runner.load import _cpu_s
 
-    try:
-        with open("/proc/stat") as stat:
-            return cpu_ticks(stat.readline())[1] / TICKS
-    except OSError:
-        return None
+    read = _cpu_s()
+    return None if read is None else read[1]
 
 
 def stole(steal_s: float, wall_s: float) -> bool:
