@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import re
 import warnings
 from collections.abc import Callable
@@ -370,12 +371,19 @@ def _normal(value: Any) -> Any:
 
 def _outcome(case: Callable, jit: Callable) -> tuple[Any, Probe]:
     probe = Probe()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            result: Any = ("value", _normal(case(jit, probe)))
-        except Exception as exc:
-            result = ("raised", type(exc), re.sub(r"0x[0-9a-f]+", "0x", str(exc)))
+    # The warnings compared are the call's own: garbage that earlier tests left is collected first,
+    # and not during the call, where its warnings would land on one side only.
+    gc.collect()
+    gc.disable()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                result: Any = ("value", _normal(case(jit, probe)))
+            except Exception as exc:
+                result = ("raised", type(exc), re.sub(r"0x[0-9a-f]+", "0x", str(exc)))
+    finally:
+        gc.enable()
     messages = sorted(str(w.message) for w in caught
                       if not str(w.message).startswith("xtat.jit(") or "XLA defaults" not in str(w.message))
     return (result, messages, probe.traces), probe

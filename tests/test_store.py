@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sqlite3
+import time
+import warnings
 
 import pytest
 
@@ -363,6 +366,45 @@ def test_a_postgres_database_that_is_not_ours_is_refused_unchanged(postgres_data
     with engine.connect() as con:
         assert sqlalchemy.inspect(con).get_table_names() == ["notes"]
     engine.dispose()
+
+
+def _sessions(server: str, url: str) -> int:
+    """The server's sessions on URL's database, once the ones just closed have ended (a backend
+    ends a moment after its client leaves)."""
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    deadline = time.monotonic() + 10
+    with psycopg.connect(server, autocommit=True) as con:
+        while True:
+            row = con.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone()
+            count = row[0] if row else 0
+            if count == 0 or time.monotonic() > deadline:
+                return count
+            time.sleep(0.05)
+
+
+def test_a_store_refused_or_dropped_unclosed_leaves_no_connection_open(postgres_server, postgres_database):
+    """Connections a caller never closed are closed, not left to the garbage collector: psycopg warns
+    of each one it collects open, in whatever code runs at that moment (a user's jax.jit call)."""
+    url = postgres_database()
+    store = Store.open(url)
+    store.upsert_workload(FINGERPRINT, "p" * 64, "w", ENV, {})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del store
+        gc.collect()
+    assert [str(w.message) for w in caught] == []
+    assert _sessions(postgres_server, url) == 0
+
+    foreign = postgres_database()
+    import psycopg
+
+    with psycopg.connect(foreign, autocommit=True) as con:
+        con.execute("CREATE TABLE notes (x TEXT)")
+    with pytest.raises(StoreError, match="not xtat's"):  # the refused store's engine lives on in the traceback
+        Store.open(foreign)
+    assert _sessions(postgres_server, foreign) == 0
 
 
 def test_claims_and_locks_taken_at_the_same_moment_have_one_winner(new_store):

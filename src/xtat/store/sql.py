@@ -18,6 +18,7 @@ import os
 import socket
 import sqlite3
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -161,12 +162,16 @@ class Store:
         self.engine = engine
         self.read_only = read_only
         self.is_server = engine.dialect.name != "sqlite"
+        # A store its caller drops unclosed still closes its connections, as a dropped file does:
+        # psycopg warns of every connection collected open.
+        weakref.finalize(self, engine.dispose)
 
     @classmethod
     def open(cls, location: str | Path | None = None, read_only: bool = False) -> Store:
         location = default_location() if location is None else location
         file = sqlite_path(location)
         where = str(file) if file is not None else redacted(str(location))
+        engine: sa.Engine | None = None
         try:
             if file is not None:
                 _inspect_sqlite(file)
@@ -183,7 +188,11 @@ class Store:
                 with engine.connect() as conn:
                     _check_server_meta(conn, store.where)
             return store
-        except sa.exc.SQLAlchemyError as exc:
+        except BaseException as exc:
+            if engine is not None:
+                engine.dispose()  # a store refused is not left holding connections
+            if not isinstance(exc, sa.exc.SQLAlchemyError):
+                raise
             what = "reading" if read_only else "writing"
             raise StoreError(f"cannot open {where} for {what} ({str(exc).splitlines()[0]}); check the location, "
                              "that the server runs, and the permissions") from exc
