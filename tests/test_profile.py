@@ -107,22 +107,39 @@ def test_a_hot_program_with_a_host_callback_is_recorded_and_said_not_tunable(db)
     assert "cannot be exported" in result.stdout  # the table says why it is not kept
 
 
-# A stand-in for a script whose whole run is faster on one CPU (a test double of the machine's
-# behaviour: it reads its own affinity): the runtime decision is timed as the whole command.
-ONE_CPU_FASTER = "import os, time; time.sleep(0.05 if len(os.sched_getaffinity(0)) == 1 else 1.0)"
-ONE_CPU_SLOWER = "import os, time; time.sleep(0.4 if len(os.sched_getaffinity(0)) == 1 else 0.05)"
-# Stand-ins for a script whose programs' configs pay off under `xtat run`, or do not: they read
-# whether `xtat run` started them.
-FASTER_UNDER_RUN = "import os, time; time.sleep(0.05 if os.environ.get('XTAT_RUN_DB') else 0.8)"
-NO_FASTER_UNDER_RUN = "import time; time.sleep(0.05)"
+# Stand-ins for scripts, run for real (plain, under `xtat run`, on one CPU), each reporting the wall
+# time it stands for to the clock below: a test double of the machine's behaviour, so the choice
+# does not rest on this machine's timings. One whose whole run is faster on one CPU, or slower:
+_REPORT = "import os, pathlib, sys; pathlib.Path(os.environ['STANDIN_WALL']).write_text(str({}))"
+ONE_CPU_FASTER = _REPORT.format("0.05 if len(os.sched_getaffinity(0)) == 1 else 1.0")
+ONE_CPU_SLOWER = _REPORT.format("0.4 if len(os.sched_getaffinity(0)) == 1 else 0.05")
+# Ones whose programs' configs pay off under `xtat run`, or do not: they read whether `xtat run` started them.
+FASTER_UNDER_RUN = _REPORT.format("0.05 if os.environ.get('XTAT_RUN_DB') else 0.8")
+NO_FASTER_UNDER_RUN = _REPORT.format("0.05")
 # Faster under `xtat run` in every round but its first (a file marks that it ran): faster in most
 # rounds, not beyond noise.
-ONCE_SLOWER_UNDER_RUN = ("import os, pathlib, sys, time; mark = pathlib.Path(sys.argv[1]); "
+ONCE_SLOWER_UNDER_RUN = ("import os, pathlib, sys; mark = pathlib.Path(sys.argv[1]); "
                          "under = bool(os.environ.get('XTAT_RUN_DB')); first = under and not mark.exists(); "
-                         "under and mark.touch(); time.sleep(2.0 if first else 0.05 if under else 0.8)")
+                         "under and mark.touch(); " + _REPORT.format("2.0 if first else 0.05 if under else 0.8"))
 
 
-def test_the_runtime_decision_is_chosen_by_the_whole_scripts_time_and_applied_by_xtat_run(db, tmp_path):
+@pytest.fixture
+def reported_wall(monkeypatch, tmp_path):
+    """Test double of the whole-script clock: each run of the command is real, and its wall time is
+    the one its stand-in reports."""
+    from xtat.profile import session, whole_script
+
+    runs = iter(range(1_000_000))
+
+    def timed_run(argv, env, what, cwd=None):
+        report = tmp_path / f"wall-{next(runs)}"
+        session.timed_run(argv, {**env, "STANDIN_WALL": str(report)}, what, cwd)
+        return float(report.read_text())
+
+    monkeypatch.setattr(whole_script, "timed_run", timed_run)
+
+
+def test_the_runtime_decision_is_chosen_by_the_whole_scripts_time_and_applied_by_xtat_run(db, tmp_path, reported_wall):
     from xtat.profile.whole_script import choose
 
     if len(os.sched_getaffinity(0)) < 2:
@@ -163,7 +180,8 @@ def _adopted_program(db, fingerprint: str) -> None:
         store.close()
 
 
-def test_a_scripts_program_configs_are_kept_only_where_the_whole_script_is_faster_under_xtat_run(db, tmp_path):
+def test_a_scripts_program_configs_are_kept_only_where_the_whole_script_is_faster_under_xtat_run(db, tmp_path,
+                                                                                               reported_wall):
     from xtat.apply.launch import stored_keys
     from xtat.profile.whole_script import choose
 
