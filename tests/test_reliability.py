@@ -355,12 +355,14 @@ def _reached(db, in_flight: str | None) -> bool:
 
 
 # Each case is two real CLI runs (about half a minute on the 2-core machine): one in the default
-# run, every point with SIGKILL, SIGINT or SIGTERM in `pytest -m slow -k killed_then_resumed`.
+# run, every point with SIGKILL, SIGINT or SIGTERM in `pytest -m slow -k killed_then_resumed`. The
+# default one is Ctrl-C while a compile slot's thread waits on a hung compile: the run must stop at
+# once and leave that trial to be measured again, not wait out its deadline and record a timeout.
 @pytest.mark.parametrize("point, sig", [
-    ("compile", signal.SIGKILL),
+    ("compile", signal.SIGINT),
     *(pytest.param(point, sig, marks=pytest.mark.slow) for point, sig in [
         ("finalisation", signal.SIGINT), ("timing", signal.SIGTERM),
-        ("default", signal.SIGKILL), ("default", signal.SIGINT), ("compile", signal.SIGINT),
+        ("default", signal.SIGKILL), ("default", signal.SIGINT), ("compile", signal.SIGKILL),
         ("timing", signal.SIGKILL), ("timing", signal.SIGINT), ("finalisation", signal.SIGKILL)]),
 ], ids=lambda value: value.name if isinstance(value, signal.Signals) else value)
 def test_tuner_killed_then_resumed_keeps_finished_rows_reruns_the_in_flight_one_and_finds_the_same_best(

@@ -141,6 +141,9 @@ def _tune(captured: Capture, store: Storage, runner: Runner, settings: TuneSetti
             formulate(search, searched, context, settings)
             search_load = monitor.report()
             searched_s = search.used_s - search.resumed_s
+        except BaseException:
+            search.abandon()  # a trial in flight is measured again on resume, as after a kill
+            raise
         finally:
             search.close()
         decide_started = time.perf_counter()

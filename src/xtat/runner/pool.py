@@ -8,6 +8,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -188,6 +189,10 @@ class Pool:
         self.device = device
         self._workers: dict[ProcessSetup, WorkerProcess] = {}
         self._started = 0
+        # A tuning slot's thread may still ask for a worker while the run's end closes the pool
+        # (`SearchLoop.abandon`): it gets a failure, not a new worker that nobody would close.
+        self._lock = threading.Lock()
+        self._closed = False
 
     def get(self, setup: ProcessSetup = ProcessSetup()) -> tuple[WorkerProcess, bool]:
         """The live worker for this setup, and whether it was just started."""
@@ -211,14 +216,22 @@ class Pool:
         old = self._workers.pop(setup, None)
         if old is not None:
             old.close()
-        self._started += 1
-        worker = WorkerProcess(setup, self.log_dir / f"worker-{self._started}.log", self.device)
-        self._workers[setup] = worker
+        with self._lock:
+            self._refuse_if_closed()
+            self._started += 1
+            worker = WorkerProcess(setup, self.log_dir / f"worker-{self._started}.log", self.device)
+            self._workers[setup] = worker
         return worker
 
     def spare(self, setup: ProcessSetup, name: str) -> WorkerProcess:
         """A worker outside the pool (the caller closes it), logged to `name`.log."""
-        return WorkerProcess(setup, self.log_dir / f"{name}.log", self.device)
+        with self._lock:
+            self._refuse_if_closed()
+            return WorkerProcess(setup, self.log_dir / f"{name}.log", self.device)
+
+    def _refuse_if_closed(self) -> None:
+        if self._closed:
+            raise WorkerFailure(TrialStatus.CRASH, "the run has ended: no worker is started")
 
     def pids(self) -> list[int]:
         return [worker.process.pid for worker in self._workers.values() if worker.alive()]
@@ -229,6 +242,9 @@ class Pool:
             worker.kill()
 
     def close(self) -> None:
-        for worker in self._workers.values():
+        with self._lock:
+            self._closed = True
+            workers = list(self._workers.values())
+            self._workers.clear()
+        for worker in workers:
             worker.close()
-        self._workers.clear()

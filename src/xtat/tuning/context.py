@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xtat.capture.workload import Capture
 from xtat.runner.base import Runner
@@ -27,6 +28,9 @@ class RunContext:
     stages: tuple[Stage, ...]
     owner: str  # who claims this run's trials in the store (`store.sql.owner_id`)
     deadline: float | None = None  # the `time.monotonic()` instant the run must end by (`run_time_s`)
+    # Set when the run stops early (Ctrl-C, SIGTERM, an error): a measurement still in flight records
+    # nothing, its trial stays claimed and running, and a resumed run measures it again.
+    abandoned: threading.Event = field(default_factory=threading.Event, compare=False)
 
     @property
     def search_until(self) -> float | None:

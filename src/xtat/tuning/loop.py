@@ -66,8 +66,15 @@ class SearchLoop:
             self._free.put(slot)
         self._pool = ThreadPoolExecutor(len(self.slots), thread_name_prefix="xtat-slot")
 
+    def abandon(self) -> None:
+        """Stop without waiting for the slots (Ctrl-C, SIGTERM, an error): what they measure now is
+        not recorded (`measure`), and their workers end with the runner's close, which follows."""
+        self.context.abandoned.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        if not self.context.abandoned.is_set():
+            self._pool.shutdown(wait=True)
 
     @property
     def used_s(self) -> float:

@@ -20,6 +20,10 @@ from xtat.store.records import Timing, Trial, TrialOutcome
 from xtat.tuning.context import RunContext
 
 
+class Abandoned(Exception):
+    """A measurement whose run stopped before it finished (see `measure`)."""
+
+
 @dataclass(frozen=True)
 class Spent:
     """What measuring one config took here: compiling (0 when the worker had the build cached), and
@@ -31,11 +35,15 @@ class Spent:
 
 def measure(run: RunContext, config: Config, candidate: Candidate, key: str, trial_id: int) -> tuple[Trial, Spent]:
     """Compile, deduplicate, verify and time one config, claimed as `trial_id`, in `run.runner`;
-    always leaves a final status, with the machine that measured it."""
+    leaves a final status, with the machine that measured it, unless the run was abandoned meanwhile
+    (`RunContext.abandoned`: then the outcome, such as a worker that the run's end killed, is not the
+    config's, and `Abandoned` is raised with nothing recorded)."""
     store, runner, workload_id, settings = run.store, run.runner, run.workload_id, run.settings
     started = time.perf_counter()
 
     def finish(outcome: TrialOutcome) -> Trial:
+        if run.abandoned.is_set():
+            raise Abandoned(f"the run stopped while trial {trial_id} was measured; it stays to be measured again")
         # spent_s is the wall time of this trial, with the machine that measured it and the machines
         # that died measuring it (each followed by a retry elsewhere).
         store.finish_trial(trial_id, replace(outcome, spent_s=time.perf_counter() - started, node=runner.node,
