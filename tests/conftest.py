@@ -13,9 +13,10 @@ sys.path.insert(0, str(TESTS / "support"))  # tiny workloads, test doubles, help
 # --no-loadscope-reorder`), so the long ones start first and the short ones fill in at the end
 # (longest-processing-time-first): the processes finish close together. A file not
 # listed runs after these; an outdated list costs balance, never coverage.
-LONGEST_FIRST = ("test_profile", "test_reliability", "test_loop", "test_scale", "test_launch",
-                 "test_suite_routing_science", "test_cli", "test_confirmation", "test_suite_standard", "test_gallery",
-                 "test_preset", "test_sharding", "test_cost_model", "test_store", "test_strategies")
+LONGEST_FIRST = ("test_profile", "test_launch", "test_loop", "test_reliability", "test_scale", "test_cli",
+                 "test_confirmation", "test_suite_routing_science", "test_jit_parity", "test_preset", "test_gallery",
+                 "test_sharding", "test_strategies", "test_stages", "test_store", "test_suite_standard",
+                 "test_program_stage", "test_cost_model", "test_real_code", "test_tune")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
