@@ -85,6 +85,7 @@ def test_a_config_that_sets_the_runtime_is_confirmed_over_fresh_pairs_of_process
         confirmation = confirm(runner, Candidate(process=ProcessSetup(cpus=1)), "pinned", settings)
         # Clearly faster from the first look, yet no verdict before the third pair of processes.
         assert confirmation.verdict is Verdict.FASTER and confirmation.looks == 3
+        assert confirmation.looks_for_a_verdict == 3  # recorded, for the message of one cut short
         assert len(list(tmp_path.glob("worker-*.log"))) - before == 2 * 3  # each look in a fresh pair
     finally:
         runner.close()

@@ -646,17 +646,21 @@ def test_an_inconclusive_confirmation_says_whether_its_interval_straddles_the_ma
     from xtat.tuning.confirmation import Confirmation, Verdict
     from xtat.tuning.settings import TuneSettings
 
-    def inconclusive(low: float, high: float) -> Confirmation:
+    def inconclusive(low: float, high: float, looks_for_a_verdict: int = 3) -> Confirmation:
         return Confirmation(Verdict.INCONCLUSIVE, 1.189, (low, high), 1e-3, (1e-3, 1e-3), 8e-4, (8e-4, 8e-4),
-                            42, 2, 0.99, None, False, cut_by_run_limit=True)
+                            42, 2, 0.99, None, False, cut_by_run_limit=True, looks_for_a_verdict=looks_for_a_verdict)
 
     settings = TuneSettings()
     outcome, above = judge(inconclusive(1.079, 1.430), settings)
     assert outcome is AdoptionOutcome.INCONCLUSIVE
-    assert "straddles" not in above and "lies above 1.02" in above and "the 2 taken" in above, above
-    assert "time limit" in above
+    assert "straddles" not in above and "lies above 1.02" in above and "needs 3 looks" in above, above
+    assert "2 were taken" in above and "time limit" in above, above
     _, straddling = judge(inconclusive(0.990, 1.430), settings)
     assert "the interval straddles 1.02" in straddling, straddling
+    # A record written before the field: no verdict was withheld, whatever its interval.
+    stored = inconclusive(1.079, 1.430).to_json()
+    del stored["looks_for_a_verdict"]
+    assert Confirmation.from_json(stored).looks_for_a_verdict == 1
 
 
 def test_a_rival_or_head_to_head_confirmation_starts_only_with_room_for_two_looks_before_the_limit():

@@ -434,9 +434,10 @@ def judge(confirmed: Confirmation, settings: TuneSettings, as_called: bool = Fal
     threshold = 1 + settings.tie_margin
     # A confirmation with a process setup withholds its verdict until it has looked in as many fresh
     # pairs of processes as the setup's factor took: its interval may lie past the margin already.
-    unsettled = (f"the interval lies above {threshold:g}, but a process setup's verdict needs more looks in "
-                 f"fresh processes than the {confirmed.looks} taken" if confirmed.speedup_ci[0] > threshold
-                 else f"the interval straddles {threshold:g}")
+    withheld = confirmed.looks < confirmed.looks_for_a_verdict and confirmed.speedup_ci[0] > threshold
+    unsettled = (f"the interval lies above {threshold:g}, but a process setup's verdict needs "
+                 f"{confirmed.looks_for_a_verdict} looks in fresh processes and {confirmed.looks} were taken"
+                 if withheld else f"the interval straddles {threshold:g}")
     return AdoptionOutcome.INCONCLUSIVE, (
         f"no significant improvement: confirmation inconclusive, {figure} {where} ({unsettled}; {settle}): "
         "the default stays")

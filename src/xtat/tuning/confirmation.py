@@ -103,6 +103,9 @@ class Confirmation:
     failed_build: str | None = None
     failure_status: TrialStatus | None = None
     cut_by_run_limit: bool = False  # inconclusive because the run's whole-call limit came (`run_time_s`)
+    # The looks before which no verdict but an inconclusive one is given: a process setup's, as many
+    # fresh pairs of processes as its factor took; 1 otherwise (records written before it: 1).
+    looks_for_a_verdict: int = 1
 
     def to_json(self) -> dict:
         return serial.dump(self)
@@ -178,7 +181,7 @@ def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: Tune
         verdict, speedup, (s_low, s_high), d_median, (d_low, d_high),
         median, (low, high), len(samples[DEFAULT_ID]), looks, design.confidence, load,
         load_dependent=load.other_cores is not None and load.other_cores >= settings.load_threshold_cores,
-        cut_by_run_limit=cut)
+        cut_by_run_limit=cut, looks_for_a_verdict=first_verdict)
 
 
 def _failed(design: SequentialDesign, monitor: LoadMonitor, error: str,
