@@ -172,6 +172,7 @@ class RayPool:
         self._programs: dict[str, bytes] = {}
         self._live = starter.start(workers)
         self._lock = threading.Lock()
+        self._closed = False
         self.deadlines: tuple[float, float] | None = None  # the latest the slots were given
         self.slots = [RaySlot(self, actor, node) for actor, node in self._live]
 
@@ -196,8 +197,11 @@ class RayPool:
 
     def replacement(self, lost_actor: Any) -> tuple[Any, str] | None:
         """A worker to take the lost one's place: a new one where the cluster has room for it, else a
-        live one (shared from then on); None when none is left."""
+        live one (shared from then on); None when none is left, or when the run has ended (a slot's
+        thread may still be measuring while the run stops: `SearchLoop.abandon`)."""
         with self._lock:
+            if self._closed:
+                return None
             self._live = [(a, n) for a, n in self._live if a is not lost_actor]
             started = self._starter.one_more(self.deadlines)
             if started is not None:
@@ -212,6 +216,8 @@ class RayPool:
             return None
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         for actor, _ in self._live:
             try:
                 self._ray.kill(actor)
