@@ -18,12 +18,12 @@ REQUESTS = [
     p.Deploy("c1", "program.bin", {}, Tolerance(1e-3, None), is_default=True), p.ReferenceOutputs("default"),
     p.Measure("c1", Tolerance(), TimingPolicy(min_sample_s=0.01), is_default=True),
     p.Prepare("c1", Tolerance(), TimingPolicy(samples=3, contender_pairs=9)),
-    p.Measure("c1", Tolerance(), TimingPolicy()), p.Verify("c1", "verify", Tolerance()),
+    p.Measure("c1", Tolerance(), TimingPolicy()), p.Verify("c1", p.InputSet.VERIFY, Tolerance()),
     p.Calibrate("c1", TimingPolicy()), p.Sample("c1", 17), p.Release(("c1", "c2")), p.Exit(),
 ]
 REPLIES = [
     p.Failed(TrialStatus.WRONG_RESULT, CHECK.mismatch, CHECK), p.Failed(TrialStatus.OOM, "RESOURCE_EXHAUSTED"),
-    p.Loaded(("main", "verify"), ("main",)), p.Compiled(0.5, "ab" * 32, {"hlo": {"ops": {"dot": 3}}}, cached=True),
+    p.Loaded((p.InputSet.MAIN, p.InputSet.VERIFY), ("main",)), p.Compiled(0.5, "ab" * 32, {"hlo": {"ops": {"dot": 3}}}, cached=True),
     p.Deployed(0.7), p.Referenced({"outputs": {}}), p.Timed((1e-3, 1.1e-3, 0.9e-3), 10, 1e-3, (0.9e-3, 1.1e-3),
                                                            0.2, False, p.Check(True)),
     p.Timed((1e-3, 1.1e-3), 10, 1e-3, (0.9e-3, 1.1e-3), 0.2, True, p.Check(True), (1.2e-3, 1.3e-3)),
