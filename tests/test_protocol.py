@@ -23,7 +23,8 @@ REQUESTS = [
 ]
 REPLIES = [
     p.Failed(TrialStatus.WRONG_RESULT, CHECK.mismatch, CHECK), p.Failed(TrialStatus.OOM, "RESOURCE_EXHAUSTED"),
-    p.Loaded((p.InputSet.MAIN, p.InputSet.VERIFY), ("main",)), p.Compiled(0.5, "ab" * 32, {"hlo": {"ops": {"dot": 3}}}, cached=True),
+    p.Loaded((p.InputSet.MAIN, p.InputSet.VERIFY), ("main",)),
+    p.Compiled(0.5, "ab" * 32, {"hlo": {"ops": {"dot": 3}}}, cached=True),
     p.Deployed(0.7), p.Referenced({"outputs": {}}), p.Timed((1e-3, 1.1e-3, 0.9e-3), 10, 1e-3, (0.9e-3, 1.1e-3),
                                                            0.2, False, p.Check(True)),
     p.Timed((1e-3, 1.1e-3), 10, 1e-3, (0.9e-3, 1.1e-3), 0.2, True, p.Check(True), (1.2e-3, 1.3e-3)),
