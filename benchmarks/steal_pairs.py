@@ -34,9 +34,9 @@ STEAL_SHARE = 0.05
 
 def stolen_s() -> float | None:
     """CPU seconds of steal on every CPU since boot, as the load gate reads them, or None where unknown."""
-    from xtat.runner.load import _cpu_s
+    from xtat.runner.load import machine_cpu_s
 
-    read = _cpu_s()
+    read = machine_cpu_s()
     return None if read is None else read[1]
 
 

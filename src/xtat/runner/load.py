@@ -39,7 +39,7 @@ class MachineLoad:
                 f"load average up to {self.load_average:.2f}{stolen}")
 
 
-def _cpu_s() -> tuple[float, float] | None:
+def machine_cpu_s() -> tuple[float, float] | None:
     """(busy, stolen) CPU seconds of this machine since boot (/proc/stat, every CPU); see `cpu_ticks`."""
     try:
         busy, steal = cpu_ticks(Path("/proc/stat").read_text().split("\n", 1)[0])
@@ -109,7 +109,7 @@ class LoadMonitor:
         self._own_pids = own_pids
         self._root = os.getpid() if root is None else root
         self._start = time.monotonic()
-        self._cpu = _cpu_s()
+        self._cpu = machine_cpu_s()
         self._own_start: dict[int, float] = {}
         self._own_last: dict[int, float] = {}
         self._load = 0.0
@@ -133,7 +133,7 @@ class LoadMonitor:
     def report(self) -> MachineLoad:
         self.poll()
         wall = max(time.monotonic() - self._start, 1e-9)
-        cpu = _cpu_s()
+        cpu = machine_cpu_s()
         cores = os.cpu_count() or 1
         if cpu is None or self._cpu is None:
             return MachineLoad(wall, None, None, cores)

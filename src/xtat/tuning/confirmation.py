@@ -131,7 +131,7 @@ def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: Tune
     reference = "the default" if baseline is None else "the baseline"
     baseline = baseline or Candidate()
     fresh_each_look = bool(candidate.process.runtime or baseline.process.runtime)
-    first_verdict = min(settings.setup_pairs, design.max_looks) if fresh_each_look else 1
+    looks_for_a_verdict = min(settings.setup_pairs, design.max_looks) if fresh_each_look else 1
     shuffle = random.Random(settings.seed)
     timed_s = 0.0  # the time cap counts the looks' timing, not the deploys of fresh pairs
     cut = False  # ended inconclusive by the run's limit (`until`), not by its own time cap or looks
@@ -159,7 +159,7 @@ def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: Tune
             timed_s += time.monotonic() - look_started
             round_s = (time.monotonic() - look_started) / design.rounds
             verdict, estimate = design.look(samples[DEFAULT_ID], samples[config_id], looks)
-            if looks < first_verdict and verdict is not Verdict.INCONCLUSIVE:
+            if looks < looks_for_a_verdict and verdict is not Verdict.INCONCLUSIVE:
                 verdict = None
             over_time = timed_s + design.rounds * round_s > settings.confirm_time_s
             now = time.monotonic()
@@ -181,7 +181,7 @@ def confirm(runner: Runner, candidate: Candidate, config_id: str, settings: Tune
         verdict, speedup, (s_low, s_high), d_median, (d_low, d_high),
         median, (low, high), len(samples[DEFAULT_ID]), looks, design.confidence, load,
         load_dependent=load.other_cores is not None and load.other_cores >= settings.load_threshold_cores,
-        cut_by_run_limit=cut, looks_for_a_verdict=first_verdict)
+        cut_by_run_limit=cut, looks_for_a_verdict=looks_for_a_verdict)
 
 
 def _failed(design: SequentialDesign, monitor: LoadMonitor, error: str,
